@@ -1,0 +1,15 @@
+"""llmmath: the companion package of *LLM Math*, an interactive textbook on the arithmetic of
+decoder-only language models (parameters, FLOPs and bytes).
+
+Importing the package is light: the configuration, presets and exact counting need only the
+standard library. SymPy (`llmmath.formulas`), torch (`llmmath.modules`), matplotlib
+(`llmmath.plots`) and ipywidgets (`llmmath.widgets`) load only when their module is imported.
+"""
+
+from llmmath.config import SUPPORTED_MODEL_TYPES, ConfigError, ModelConfig
+from llmmath.counting import ParamCount, count_params
+from llmmath import presets
+
+__all__ = ["ConfigError", "ModelConfig", "ParamCount", "SUPPORTED_MODEL_TYPES", "count_params",
+           "presets"]
+__version__ = "0.1.0"

@@ -1,0 +1,7 @@
+"""``python -m llmmath``: see `llmmath.cli`."""
+
+import sys
+
+from llmmath.cli import main
+
+sys.exit(main())

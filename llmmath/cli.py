@@ -1,0 +1,91 @@
+"""Command line: ``python -m llmmath params <preset | config.json> [--json]``.
+
+Prints the exact parameter breakdown of a preset or of a Hugging Face ``config.json``. Bad input
+exits with status 2 and one line on stderr, never a traceback. This path imports neither torch
+nor SymPy, so it answers in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from llmmath import presets
+from llmmath.config import ConfigError, ModelConfig
+from llmmath.counting import GROUPS, NON_EMBEDDING_CONVENTION, ParamCount, count_params
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line and exit 2, as for bad configs
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def resolve(model: str) -> tuple[str, ModelConfig]:
+    """A preset name or a path to a ``config.json`` → (display name, config).
+
+    Raises:
+        ConfigError: neither an existing file nor a preset, or the config is invalid.
+    """
+    looks_like_path = os.sep in model or model.endswith(".json") or os.path.exists(model)
+    if looks_like_path:
+        return model, ModelConfig.from_hf_config(model)
+    return presets.get(model).title, presets.load(model)
+
+
+def format_table(name: str, counts: ParamCount) -> str:
+    """The human-readable breakdown: tensor, formula, exact count, share of the total."""
+    total = counts.total
+    rows = [(t.name, t.formula, counts.total_of(t)) for t in counts.tensors]
+    if counts.tie_word_embeddings:
+        rows.append(("lm_head.weight", "tied to embed_tokens", 0))
+    def share(c: int) -> str:
+        return f"{c / total:>7.2%}" if c == 0 or c / total >= 1e-4 else f"{c / total:>7.4%}"
+
+    w_name = max(len(r[0]) for r in rows) + 2
+    w_form = max(len(r[1]) for r in rows) + 2
+    lines = [f"{name}: {total:,} parameters ({total / 1e9:.3f} B, 1 B = 10^9)", "",
+             f"{'tensor':<{w_name}}{'formula':<{w_form}}{'parameters':>17}  {'share':>7}"]
+    lines += [f"{n:<{w_name}}{f:<{w_form}}{c:>17,}  {share(c)}" for n, f, c in rows]
+    lines += ["", f"{'group':<{w_name}}{'':<{w_form}}{'parameters':>17}  {'share':>7}"]
+    lines += [f"{g:<{w_name}}{'':<{w_form}}{c:>17,}  {share(c)}"
+              for g, c in counts.by_group().items() if g in GROUPS]
+    lines += ["", f"{'per layer':<{w_name}}{'':<{w_form}}{counts.per_layer:>17,}",
+              f"{'non-embedding':<{w_name}}{'':<{w_form}}{counts.non_embedding:>17,}",
+              f"{'total':<{w_name}}{'':<{w_form}}{total:>17,}",
+              "", NON_EMBEDDING_CONVENTION]
+    return "\n".join(lines)
+
+
+def _params(args: argparse.Namespace) -> int:
+    name, cfg = resolve(args.model)
+    counts = count_params(cfg)
+    if args.json:
+        print(json.dumps({"model": name, **counts.as_dict()}, indent=2))
+    else:
+        print(format_table(name, counts))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m llmmath",
+                     description="Exact parameter counts of decoder-only language models.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("params", help="parameter breakdown of a preset or a config.json",
+                       description="Exact parameter breakdown. MODEL is a preset name "
+                                   f"({', '.join(presets.names())}) or a path to a config.json.")
+    p.add_argument("model", metavar="MODEL", help="preset name or path to a config.json")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=_params)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 on success, 2 on bad input)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except ConfigError as e:
+        print(f"llmmath: error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,266 @@
+"""Model configuration: the shapes every count in the book starts from.
+
+`ModelConfig` uses the field names of Hugging Face ``config.json`` files so a reader can paste a
+real config. `ModelConfig.from_hf_config` reads one for the model types in `SUPPORTED_MODEL_TYPES`
+and refuses any other by name: a count for an architecture the package does not model would be a
+wrong number, not an approximation.
+
+Explained in the chapter *Counting parameters* (``chapters/01_parameters.ipynb``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gpt2")
+NORM_TYPES = ("rmsnorm", "layernorm")
+MLP_TYPES = ("gated", "plain")
+POSITION_TYPES = ("rope", "learned")
+ACTIVATIONS = ("silu", "gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be counted; the message names the field and the rule."""
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    if value <= 0:
+        raise ConfigError(f"{name} must be a positive integer, got {value}")
+
+
+def _boolean(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
+
+
+def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The architecture of a decoder-only language model, in Hugging Face field names.
+
+    Sizes are counts (positive ``int``): ``hidden_size`` = H, ``num_hidden_layers`` = L,
+    ``vocab_size`` = V, ``intermediate_size`` = I, ``num_attention_heads`` = n_h,
+    ``num_key_value_heads`` = n_kv, ``head_dim`` = d_h (see the notation page).
+
+    ``num_key_value_heads`` defaults to ``num_attention_heads`` (MHA); ``head_dim`` defaults to
+    ``hidden_size // num_attention_heads`` and may differ from it when given (Qwen3, Gemma).
+    Biases: ``qkv_bias`` on q/k/v projections, ``o_proj_bias`` on the output projection,
+    ``mlp_bias`` on every FFN matrix. ``norm_type`` is ``"rmsnorm"`` (weight only) or
+    ``"layernorm"`` (weight and bias). ``mlp_type`` is ``"gated"`` (gate, up, down: SwiGLU with
+    ``hidden_act="silu"``) or ``"plain"`` (up, down: GPT-2's GELU MLP). ``position_embedding_type``
+    is ``"rope"`` (no parameters) or ``"learned"`` (a ``max_position_embeddings`` × H table).
+    ``qk_norm`` adds Qwen3's per-head RMSNorm (d_h weights each) on queries and keys.
+
+    Raises:
+        ConfigError (a ``ValueError``): a field breaks a rule; the message names the field and
+        the rule, e.g. ``num_attention_heads (32) must be divisible by num_key_value_heads (5)``.
+    """
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int | None = None
+    head_dim: int | None = None
+    tie_word_embeddings: bool = False
+    qkv_bias: bool = False
+    o_proj_bias: bool = False
+    mlp_bias: bool = False
+    norm_type: str = "rmsnorm"
+    mlp_type: str = "gated"
+    hidden_act: str = "silu"
+    position_embedding_type: str = "rope"
+    qk_norm: bool = False
+    max_position_embeddings: int = 2048
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-6
+    sliding_window: int | None = None
+    model_type: str = "llama"
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                     "num_attention_heads", "max_position_embeddings"):
+            _positive_int(name, getattr(self, name))
+        if self.num_key_value_heads is None:
+            object.__setattr__(self, "num_key_value_heads", self.num_attention_heads)
+        _positive_int("num_key_value_heads", self.num_key_value_heads)
+        if self.num_key_value_heads > self.num_attention_heads:
+            raise ConfigError(
+                f"num_key_value_heads ({self.num_key_value_heads}) must not exceed "
+                f"num_attention_heads ({self.num_attention_heads})")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ConfigError(
+                f"num_attention_heads ({self.num_attention_heads}) must be divisible by "
+                f"num_key_value_heads ({self.num_key_value_heads})")
+        if self.head_dim is None:
+            if self.hidden_size % self.num_attention_heads:
+                raise ConfigError(
+                    f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+                    f"({self.num_attention_heads}) when head_dim is not given")
+            object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
+        _positive_int("head_dim", self.head_dim)
+        for name in ("tie_word_embeddings", "qkv_bias", "o_proj_bias", "mlp_bias", "qk_norm"):
+            _boolean(name, getattr(self, name))
+        _one_of("norm_type", self.norm_type, NORM_TYPES)
+        _one_of("mlp_type", self.mlp_type, MLP_TYPES)
+        _one_of("position_embedding_type", self.position_embedding_type, POSITION_TYPES)
+        _one_of("hidden_act", self.hidden_act, ACTIVATIONS)
+        if self.sliding_window is not None:
+            _positive_int("sliding_window", self.sliding_window)
+        for name in ("rope_theta", "norm_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"{name} must be a positive number, got {value!r}")
+
+    @property
+    def group_size(self) -> int:
+        """g = n_h / n_kv: query heads that share one key/value head (1 for MHA, n_h for MQA)."""
+        return self.num_attention_heads // self.num_key_value_heads
+
+    def replace(self, **changes: Any) -> "ModelConfig":
+        """A copy with some fields changed, validated again.
+
+        A changed ``hidden_size`` or ``num_attention_heads`` re-derives ``head_dim`` unless
+        ``head_dim`` is among the changes; likewise ``num_key_value_heads`` is kept as given.
+        """
+        if ("hidden_size" in changes or "num_attention_heads" in changes) and "head_dim" not in changes:
+            changes["head_dim"] = None
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_hf_config(cls, source: str | os.PathLike | Mapping[str, Any]) -> "ModelConfig":
+        """Read a Hugging Face ``config.json`` (a path or an already-parsed dict).
+
+        Follows each model type's configuration class and modeling file in ``transformers``:
+
+        - ``llama``: ``attention_bias`` puts biases on q, k, v and o; ``mlp_bias`` on the FFN;
+          ``tie_word_embeddings`` defaults to false.
+        - ``mistral``: no biases anywhere (hard-coded in ``MistralAttention``/``MistralMLP``);
+          ``sliding_window`` is read; untied by default.
+        - ``qwen2``: q/k/v biased and o not (hard-coded in ``Qwen2Attention``); untied by default.
+        - ``qwen3``: ``attention_bias`` on q, k, v and o; per-head RMSNorm on q and k;
+          ``head_dim`` defaults to 128, not H / n_h; untied by default.
+        - ``gpt2``: ``n_embd``, ``n_layer``, ``n_head``, ``n_positions``, ``n_inner`` (default 4H);
+          learned positions, LayerNorm with bias, biased projections, GELU MLP; tied by default.
+
+        A missing ``num_key_value_heads`` means MHA; an explicit ``head_dim`` is honoured.
+
+        Raises:
+            ConfigError: the file is missing or not JSON, ``model_type`` is absent or not one of
+            `SUPPORTED_MODEL_TYPES`, a required field is missing, or a value breaks a rule.
+        """
+        raw = _load_json(source)
+        model_type = raw.get("model_type")
+        if model_type not in SUPPORTED_MODEL_TYPES:
+            raise ConfigError(
+                f"model_type {model_type!r} is not supported; llmmath models "
+                f"{', '.join(SUPPORTED_MODEL_TYPES)}")
+        reader = _gpt2_fields if model_type == "gpt2" else _rope_fields
+        return cls(**reader(raw, model_type))
+
+
+def _load_json(source: str | os.PathLike | Mapping[str, Any]) -> Mapping[str, Any]:
+    if isinstance(source, Mapping):
+        return source
+    path = os.fspath(source)
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path!r} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {path!r} is a directory, not a config.json") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config file {path!r} is not valid JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file {path!r} must hold a JSON object, got {type(raw).__name__}")
+    return raw
+
+
+def _required(raw: Mapping[str, Any], name: str, model_type: str) -> Any:
+    if name not in raw or raw[name] is None:
+        raise ConfigError(f"{name} is missing; a {model_type} config.json must give it")
+    return raw[name]
+
+
+def _optional(raw: Mapping[str, Any], name: str, default: Any) -> Any:
+    value = raw.get(name)
+    return default if value is None else value
+
+
+def _rope_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
+    fields = {name: _required(raw, name, model_type)
+              for name in ("vocab_size", "hidden_size", "intermediate_size",
+                           "num_hidden_layers", "num_attention_heads")}
+    attention_bias = _optional(raw, "attention_bias", False)
+    qkv_bias, o_proj_bias = {
+        "llama": (attention_bias, attention_bias),
+        "mistral": (False, False),
+        "qwen2": (True, False),
+        "qwen3": (attention_bias, attention_bias),
+    }[model_type]
+    fields.update(
+        model_type=model_type,
+        num_key_value_heads=raw.get("num_key_value_heads"),
+        head_dim=raw.get("head_dim", 128 if model_type == "qwen3" else None),
+        tie_word_embeddings=_optional(raw, "tie_word_embeddings", False),
+        qkv_bias=qkv_bias,
+        o_proj_bias=o_proj_bias,
+        mlp_bias=_optional(raw, "mlp_bias", False) if model_type == "llama" else False,
+        norm_type="rmsnorm",
+        mlp_type="gated",
+        hidden_act=_optional(raw, "hidden_act", "silu"),
+        position_embedding_type="rope",
+        qk_norm=model_type == "qwen3",
+        max_position_embeddings=_optional(raw, "max_position_embeddings", 2048),
+        rope_theta=_optional(raw, "rope_theta", 10000.0),
+        norm_eps=_optional(raw, "rms_norm_eps", 1e-6),
+        sliding_window=_sliding_window(raw, model_type),
+    )
+    return fields
+
+
+def _sliding_window(raw: Mapping[str, Any], model_type: str) -> int | None:
+    """Mistral always applies ``sliding_window``; Qwen only with ``use_sliding_window``."""
+    if model_type == "mistral":
+        return raw.get("sliding_window")
+    if model_type in ("qwen2", "qwen3") and raw.get("use_sliding_window"):
+        return raw.get("sliding_window")
+    return None
+
+
+def _gpt2_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
+    for name in ("vocab_size", "n_embd", "n_layer", "n_head", "n_positions"):
+        _positive_int(name, _required(raw, name, model_type))
+    hidden = raw["n_embd"]
+    if raw.get("n_inner") is not None:
+        _positive_int("n_inner", raw["n_inner"])
+    return dict(
+        model_type=model_type,
+        vocab_size=raw["vocab_size"],
+        hidden_size=hidden,
+        intermediate_size=_optional(raw, "n_inner", 4 * hidden),
+        num_hidden_layers=raw["n_layer"],
+        num_attention_heads=raw["n_head"],
+        tie_word_embeddings=_optional(raw, "tie_word_embeddings", True),
+        qkv_bias=True,
+        o_proj_bias=True,
+        mlp_bias=True,
+        norm_type="layernorm",
+        mlp_type="plain",
+        hidden_act=_optional(raw, "activation_function", "gelu_new"),
+        position_embedding_type="learned",
+        max_position_embeddings=raw["n_positions"],
+        norm_eps=_optional(raw, "layer_norm_epsilon", 1e-5),
+    )

@@ -1,0 +1,192 @@
+"""Torch reference modules: a decoder-only LM small enough to read in one sitting.
+
+One `Attention` module covers MHA, GQA and MQA through ``num_key_value_heads``; norms, MLPs,
+the pre-norm block and the LM follow Hugging Face's Llama, Qwen2/3 and GPT-2 modeling files, with
+the same parameter names as `llmmath.counting.weight_shapes` (so counts compare tensor by tensor).
+`build_model` builds any `ModelConfig`, on the ``meta`` device by default: shapes without memory,
+so a 405B model costs nothing to count.
+
+Attention uses explicit matmuls (not ``scaled_dot_product_attention``) so every FLOP is visible.
+Explained in the chapter *Counting parameters* (``chapters/01_parameters.ipynb``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from llmmath.config import ModelConfig
+from llmmath.rope import apply_rope, rope_cos_sin
+
+ACTIVATIONS = {
+    "silu": F.silu,
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+}
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm (Zhang & Sennrich 2019): x / sqrt(mean(x²) + eps) · weight over the last dim."""
+
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm (Ba et al. 2016): (x − mean) / sqrt(var + eps) · weight + bias over the last dim."""
+
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = x.mean(-1, keepdim=True)
+        var = x.var(-1, keepdim=True, unbiased=False)
+        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
+def make_norm(cfg: ModelConfig, dim: int) -> nn.Module:
+    """The norm ``cfg.norm_type`` names, over ``dim`` features."""
+    return (RMSNorm if cfg.norm_type == "rmsnorm" else LayerNorm)(dim, cfg.norm_eps)
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """Repeat each key/value head ``n_rep`` times: ``(b, n_kv, t, d_h)`` → ``(b, n_kv·n_rep, t, d_h)``.
+
+    The same as ``torch.repeat_interleave(x, n_rep, dim=1)``; Hugging Face's ``repeat_kv`` in
+    ``modeling_llama.py`` (Meta's ``llama/model.py`` does the same on ``(b, t, n_kv, d_h)``).
+    """
+    if n_rep == 1:
+        return x
+    b, n_kv, t, d = x.shape
+    return x[:, :, None].expand(b, n_kv, n_rep, t, d).reshape(b, n_kv * n_rep, t, d)
+
+
+class Attention(nn.Module):
+    """Causal self-attention with n_h query heads and n_kv key/value heads.
+
+    n_kv = n_h is MHA, 1 < n_kv < n_h is GQA (Ainslie et al. 2023), n_kv = 1 is MQA
+    (Shazeer 2019). Input and output ``(batch, seq, hidden_size)``.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        n_h, n_kv, d_h, H = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.hidden_size
+        self.q_proj = nn.Linear(H, n_h * d_h, bias=cfg.qkv_bias)
+        self.k_proj = nn.Linear(H, n_kv * d_h, bias=cfg.qkv_bias)
+        self.v_proj = nn.Linear(H, n_kv * d_h, bias=cfg.qkv_bias)
+        self.o_proj = nn.Linear(n_h * d_h, H, bias=cfg.o_proj_bias)
+        if cfg.qk_norm:
+            self.q_norm = make_norm(cfg, d_h)
+            self.k_norm = make_norm(cfg, d_h)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cfg = self.cfg
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, cfg.num_attention_heads, cfg.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, cfg.num_key_value_heads, cfg.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, cfg.num_key_value_heads, cfg.head_dim).transpose(1, 2)
+        if cfg.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if cfg.position_embedding_type == "rope":
+            cos, sin = rope_cos_sin(cfg.head_dim, t, cfg.rope_theta)
+            q, k = apply_rope(q, cos.to(x), sin.to(x)), apply_rope(k, cos.to(x), sin.to(x))
+        k, v = repeat_kv(k, cfg.group_size), repeat_kv(v, cfg.group_size)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(cfg.head_dim)       # (b, n_h, t, t)
+        causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        scores = scores.masked_fill(~causal, float("-inf"))
+        out = scores.softmax(dim=-1) @ v                                    # (b, n_h, t, d_h)
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class MLP(nn.Module):
+    """The feed-forward network: gated (SwiGLU with SiLU: down(act(gate(x)) · up(x)),
+    Shazeer 2020) or plain (GPT-2: down(act(up(x)))). Input and output ``(batch, seq, H)``."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        H, I = cfg.hidden_size, cfg.intermediate_size
+        self.gated = cfg.mlp_type == "gated"
+        self.act = ACTIVATIONS[cfg.hidden_act]
+        if self.gated:
+            self.gate_proj = nn.Linear(H, I, bias=cfg.mlp_bias)
+        self.up_proj = nn.Linear(H, I, bias=cfg.mlp_bias)
+        self.down_proj = nn.Linear(I, H, bias=cfg.mlp_bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gated:
+            return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(self.act(self.up_proj(x)))
+
+
+class DecoderBlock(nn.Module):
+    """A pre-norm decoder block: x + attn(norm(x)), then h + mlp(norm(h))."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.input_layernorm = make_norm(cfg, cfg.hidden_size)
+        self.self_attn = Attention(cfg)
+        self.post_attention_layernorm = make_norm(cfg, cfg.hidden_size)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x + self.self_attn(self.input_layernorm(x))
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class DecoderLM(nn.Module):
+    """A decoder-only language model: token ids ``(batch, seq)`` → logits ``(batch, seq, V)``.
+
+    With ``tie_word_embeddings`` the LM head reuses the embedding matrix (one parameter,
+    counted once by ``parameters()``).
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        if cfg.position_embedding_type == "learned":
+            self.embed_positions = nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size)
+        self.layers = nn.ModuleList(DecoderBlock(cfg) for _ in range(cfg.num_hidden_layers))
+        self.norm = make_norm(cfg, cfg.hidden_size)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        if cfg.tie_word_embeddings:
+            self.lm_head.weight = self.embed_tokens.weight
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed_tokens(input_ids)
+        if self.cfg.position_embedding_type == "learned":
+            x = x + self.embed_positions(torch.arange(input_ids.shape[1], device=x.device))
+        for layer in self.layers:
+            x = layer(x)
+        return self.lm_head(self.norm(x))
+
+
+def build_model(cfg: ModelConfig, device: str | torch.device = "meta",
+                dtype: torch.dtype | None = None, seed: int | None = 0) -> DecoderLM:
+    """A `DecoderLM` for ``cfg``. On ``"meta"`` (the default) no memory is allocated, so any
+    size can be counted with ``sum(p.numel() for p in model.parameters())``. On a real device
+    weights are random (``torch.manual_seed(seed)`` first, unless ``seed`` is None)."""
+    if seed is not None and str(device) != "meta":
+        torch.manual_seed(seed)
+    with torch.device(device):
+        model = DecoderLM(cfg)
+    return model.to(dtype) if dtype is not None else model
+
+
+def numel(model: nn.Module) -> int:
+    """``sum(p.numel() for p in model.parameters())``: shared (tied) tensors counted once."""
+    return sum(p.numel() for p in model.parameters())

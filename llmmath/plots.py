@@ -1,0 +1,72 @@
+"""Matplotlib figures of the book: parameter breakdowns by group.
+
+Every figure takes `llmmath.counting.ParamCount` objects; nothing here computes a count.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from llmmath.counting import GROUPS, ParamCount
+
+#: One colour per group, used by every figure and the widget.
+GROUP_COLORS = {"embedding": "#4c72b0", "attention": "#dd8452", "ffn": "#55a868",
+                "norm": "#c44e52", "lm_head": "#8172b3"}
+GROUP_LABELS = {"embedding": "embedding", "attention": "attention", "ffn": "FFN",
+                "norm": "norms", "lm_head": "LM head"}
+
+
+def _new_axes(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
+    if ax is not None:
+        return ax.figure, ax
+    fig, ax = plt.subplots(figsize=size, layout="constrained")
+    return fig, ax
+
+
+def group_bars(counts: ParamCount, ax: Axes | None = None, title: str = "") -> Figure:
+    """Horizontal bars: parameters of each group, labelled with the exact count and share."""
+    fig, ax = _new_axes(ax, (6.4, 2.6))
+    groups = counts.by_group()
+    labels = [GROUP_LABELS[g] for g in GROUPS][::-1]
+    values = [groups[g] for g in GROUPS][::-1]
+    bars = ax.barh(labels, values, color=[GROUP_COLORS[g] for g in GROUPS][::-1])
+    for bar, value in zip(bars, values):
+        ax.annotate(f" {value:,} ({value / counts.total:.1%})", (bar.get_width(), bar.get_y()
+                    + bar.get_height() / 2), va="center", fontsize=8)
+    ax.set_xlim(0, max(values) * 1.6)
+    ax.set_xlabel("parameters")
+    ax.set_title(title or f"total {counts.total:,} parameters", fontsize=10)
+    ax.spines[["top", "right"]].set_visible(False)
+    return fig
+
+
+def share_pie(counts: ParamCount, ax: Axes | None = None, title: str = "") -> Figure:
+    """A pie of the group shares (groups with no parameters left out)."""
+    fig, ax = _new_axes(ax, (4.2, 4.2))
+    groups = {g: n for g, n in counts.by_group().items() if n}
+    ax.pie(list(groups.values()), labels=[GROUP_LABELS[g] for g in groups],
+           colors=[GROUP_COLORS[g] for g in groups], autopct="%1.2f%%", pctdistance=0.75,
+           startangle=90, counterclock=False, textprops={"fontsize": 8})
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def stacked_shares(models: Mapping[str, ParamCount], ax: Axes | None = None) -> Figure:
+    """One horizontal bar per model, split into group shares (each bar sums to 100%)."""
+    fig, ax = _new_axes(ax, (7.0, 0.45 * len(models) + 1.2))
+    names = list(models)[::-1]
+    left = [0.0] * len(names)
+    for g in GROUPS:
+        shares = [models[n].shares()[g] * 100 for n in names]
+        ax.barh(names, shares, left=left, color=GROUP_COLORS[g], label=GROUP_LABELS[g])
+        left = [a + b for a, b in zip(left, shares)]
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of parameters (%)")
+    ax.legend(ncols=len(GROUPS), loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=8,
+              frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return fig
