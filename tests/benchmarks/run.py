@@ -1,0 +1,95 @@
+"""Speed of the reader's tools on this machine (a script, not collected by pytest).
+
+    make benchmark        # or: .venv/bin/python tests/benchmarks/run.py
+
+Prints, against the targets of the foundation issue:
+- whole-process time of ``python -m llmmath params <preset> --json`` (target < 0.3 s);
+- ``import llmmath`` inside a fresh interpreter (target < 0.2 s);
+- each chapter's execution time in a fresh kernel (target < 10 s each);
+- the parameter explorer's recompute-and-redraw time in a kernel (target < 50 ms).
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[2]
+REPEATS = 7
+
+
+def whole_process(args: list[str]) -> float:
+    """Median wall time of running ``args`` as a new process, in seconds."""
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        subprocess.run(args, check=True, capture_output=True, cwd=ROOT)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def import_time() -> float:
+    """Median time of ``import llmmath`` in a fresh interpreter, in seconds."""
+    code = "import time; t = time.perf_counter(); import llmmath; print(time.perf_counter() - t)"
+    return statistics.median(
+        float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                             text=True, cwd=ROOT).stdout) for _ in range(REPEATS))
+
+
+def chapter_time(path: Path) -> float:
+    """Seconds to execute a chapter top to bottom in a fresh kernel (start-up excluded)."""
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    with client.setup_kernel():
+        start = time.perf_counter()
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+        return time.perf_counter() - start
+
+
+WIDGET_CELLS = [
+    "%config InlineBackend.figure_formats = ['png']\n"
+    "import time, statistics\nfrom llmmath.widgets import ParamExplorer\n"
+    "explorer = ParamExplorer('llama-2-7b')",
+    "times = []\n"
+    "for i in range(20):\n"
+    "    start = time.perf_counter()\n"
+    "    explorer.sizes['num_hidden_layers'].value = 30 + i % 2   # recompute and redraw\n"
+    "    times.append(time.perf_counter() - start)\n"
+    "print(statistics.median(times))",
+]
+
+
+def widget_time() -> float:
+    """Median seconds for one control change of `ParamExplorer` (count, table, bar chart PNG)."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in WIDGET_CELLS])
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT)}}).execute()
+    return float(nb.cells[-1].outputs[0]["text"])
+
+
+def report(label: str, seconds: float, target: float) -> None:
+    verdict = "ok" if seconds < target else "OVER TARGET"
+    print(f"{label:<52} {seconds * 1000:8.1f} ms   target < {target * 1000:.0f} ms   {verdict}")
+
+
+def main() -> None:
+    print(f"python {sys.version.split()[0]}, median of {REPEATS} runs where repeated\n")
+    for preset in ("llama-2-7b", "gpt2"):
+        report(f"python -m llmmath params {preset} --json",
+               whole_process([sys.executable, "-m", "llmmath", "params", preset, "--json"]), 0.3)
+    report("import llmmath", import_time(), 0.2)
+    for path in sorted((ROOT / "chapters").glob("*.ipynb")):
+        report(f"chapter {path.name}", chapter_time(path), 10.0)
+    report("ParamExplorer recompute and redraw", widget_time(), 0.05)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""The book builds with warnings as errors, and every chapter page renders what it stores."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("book")
+    jb = Path(sys.executable).with_name("jupyter-book")
+    result = subprocess.run([str(jb), "build", str(ROOT), "--path-output", str(out),
+                             "-W", "-n", "--keep-going"], capture_output=True, text=True,
+                            timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return out / "_build" / "html"
+
+
+def test_front_matter_renders(site):
+    assert "Notation" in (site / "book" / "notation.html").read_text(encoding="utf-8")
+    assert (site / "index.html").exists()
+
+
+@pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapter_renders_outputs(site, notebook):
+    page = (site / "chapters" / f"{notebook.stem}.html").read_text(encoding="utf-8")
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    assert "Traceback" not in page
+    if any("image/png" in out.get("data", {}) for cell in nb["cells"]
+           for out in cell.get("outputs", [])):
+        assert "<img" in page                                      # figures made it
+    if "widgets" in nb["metadata"]:
+        assert "application/vnd.jupyter.widget-state+json" in page  # widget initial state
+    if any("{exercise}" in "".join(c["source"]) for c in nb["cells"]):
+        assert 'class="admonition exercise' in page or "exercise" in page
+    assert "math notranslate" in page or "\\(" in page              # math typeset markup

@@ -1,0 +1,63 @@
+"""Published parameter counts, reproduced from each model's config.json passed as a file.
+
+The expected numbers are typed here from their publishers, never produced by llmmath:
+the Hugging Face model pages' parameter counts (safetensors metadata), the MiniMind README and
+training log, and the model cards' rounded figures.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from llmmath import ModelConfig, count_params
+from tests.conftest import hf_config
+
+PUBLISHED = {
+    "llama-2-7b": 6_738_415_616,
+    "llama-3-8b": 8_030_261_248,
+    "mistral-7b-v0.1": 7_241_732_096,
+    "qwen2.5-3b": 3_085_938_688,
+    "gpt2": 124_439_808,
+    "minimind2-small": 25_829_888,
+}
+
+
+@pytest.mark.parametrize("name, published", PUBLISHED.items())
+def test_config_file_gives_published_count(name, published, write_config):
+    cfg = ModelConfig.from_hf_config(write_config(hf_config(name)))
+    assert count_params(cfg).total == published
+
+
+@pytest.mark.parametrize("name, published", PUBLISHED.items())
+def test_cli_json_total_from_config_file(name, published, write_config):
+    path = write_config(hf_config(name))
+    out = subprocess.run([sys.executable, "-m", "llmmath", "params", str(path), "--json"],
+                         capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["total"] == published
+
+
+def test_cli_llama_2_7b_preset():
+    out = subprocess.run([sys.executable, "-m", "llmmath", "params", "llama-2-7b", "--json"],
+                         capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["total"] == 6_738_415_616
+
+
+def test_model_card_rounded_figures():
+    # Qwen2.5-3B model card: 3.09B parameters, 2.77B non-embedding.
+    qwen25 = count_params(ModelConfig.from_hf_config(hf_config("qwen2.5-3b")))
+    assert (round(qwen25.total / 1e9, 2), round(qwen25.non_embedding / 1e9, 2)) == (3.09, 2.77)
+    # Qwen3-0.6B model card: 0.6B parameters, 0.44B non-embedding.
+    qwen3 = count_params(ModelConfig.from_hf_config(hf_config("qwen3-0.6b")))
+    assert (round(qwen3.total / 1e9, 1), round(qwen3.non_embedding / 1e9, 2)) == (0.6, 0.44)
+
+
+def test_gpt2_independent_implementations():
+    cfg = ModelConfig.from_hf_config(hf_config("gpt2"))
+    # nanoGPT prints "number of parameters: 123.65M": it leaves out the position embedding.
+    assert round((count_params(cfg).total - 1024 * 768) / 1e6, 2) == 123.65
+    # LLMs-from-scratch ch. 4 (qkv_bias=False, tied): 124,412,160 trainable parameters.
+    assert count_params(cfg.replace(qkv_bias=False)).total == 124_412_160
+    # ... and 163,009,536 with a separate output head.
+    assert count_params(cfg.replace(qkv_bias=False, tie_word_embeddings=False)).total == 163_009_536

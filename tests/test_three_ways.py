@@ -1,0 +1,72 @@
+"""Formula = exact count = numel of the torch model, for every preset and random small configs."""
+
+import sympy as sp
+import pytest
+from hypothesis import given, settings
+
+from llmmath import ModelConfig, count_params, presets
+from llmmath import formulas as F
+from llmmath.modules import build_model, numel
+from tests.strategies import any_config
+
+
+def torch_shapes(model) -> dict[str, tuple[int, ...]]:
+    """Parameter shapes of layer 0 and the non-layer tensors, with 'layers.0.' dropped."""
+    return {name.removeprefix("layers.0."): tuple(p.shape)
+            for name, p in model.named_parameters()
+            if not name.startswith("layers.") or name.startswith("layers.0.")}
+
+
+def check_three_ways(cfg: ModelConfig) -> None:
+    counts = count_params(cfg)
+    model = build_model(cfg, device="meta")
+    assert F.evaluate(F.total_formula(cfg), cfg) == counts.total == numel(model)
+    assert torch_shapes(model) == {t.name: t.shape for t in counts.tensors}
+    # every layer has the same parameters as layer 0
+    assert all(numel(layer) == counts.per_layer for layer in model.layers)
+
+
+@pytest.mark.parametrize("name", presets.names())
+def test_presets_three_ways(name):
+    check_three_ways(presets.load(name))
+
+
+@given(any_config())
+def test_random_configs_three_ways(raw):
+    check_three_ways(ModelConfig.from_hf_config(raw))
+
+
+@given(any_config())
+@settings(max_examples=25)
+def test_group_formulas_and_printed_formulas_agree_with_counts(raw):
+    cfg = ModelConfig.from_hf_config(raw)
+    counts = count_params(cfg)
+    groups = F.group_formulas(cfg)
+    assert {g: F.evaluate(groups.get(g, 0), cfg) for g in counts.by_group()} == counts.by_group()
+    for t in counts.tensors:           # the formula the CLI prints is the tensor's count
+        printed = sp.sympify(t.formula.replace("·", "*"), locals=F.SYMBOLS)
+        assert F.evaluate(printed, cfg) == counts.total_of(t)
+
+
+def test_non_embedding_convention():
+    gpt2 = count_params(presets.load("gpt2"))         # tied: only the embeddings leave
+    assert gpt2.non_embedding == gpt2.total - (50257 + 1024) * 768
+    llama = count_params(presets.load("llama-2-7b"))   # untied: the LM head leaves too
+    assert llama.non_embedding == llama.total - 2 * 32000 * 4096
+
+
+def test_tied_head_is_one_tensor():
+    model = build_model(presets.load("qwen2.5-3b"))
+    assert model.lm_head.weight is model.embed_tokens.weight
+    assert count_params(presets.load("qwen2.5-3b")).by_group()["lm_head"] == 0
+
+
+def test_count_params_rejects_non_config():
+    with pytest.raises(TypeError, match="needs a ModelConfig"):
+        count_params({"hidden_size": 4096})
+
+
+def test_405b_on_meta_device_costs_no_memory():
+    model = build_model(presets.load("llama-3.1-405b"))
+    assert all(p.is_meta for p in model.parameters())
+    assert numel(model) == count_params(presets.load("llama-3.1-405b")).total

@@ -1,0 +1,47 @@
+"""The parameter explorer: a thin view over count_params."""
+
+from llmmath import count_params, presets
+from llmmath.widgets import ParamExplorer, divisors
+
+
+def test_divisors():
+    assert divisors(12) == [1, 2, 3, 4, 6, 12]
+    assert divisors(1) == [1]
+
+
+def test_initial_state_is_the_preset():
+    explorer = ParamExplorer("llama-2-7b")
+    assert explorer.config == presets.load("llama-2-7b")
+    assert f"{count_params(explorer.config).total:,}" in explorer.table.value
+    assert list(explorer.n_kv.options) == divisors(32)
+
+
+def test_only_divisors_of_n_h_are_offered():
+    explorer = ParamExplorer("mistral-7b-v0.1")
+    explorer.sizes["num_attention_heads"].value = 12
+    explorer.sizes["hidden_size"].value = 4092
+    assert list(explorer.n_kv.options) == divisors(12)
+    assert explorer.config.num_attention_heads % explorer.config.num_key_value_heads == 0
+
+
+def test_invalid_combination_shows_message_not_traceback():
+    explorer = ParamExplorer("llama-2-7b")
+    explorer.sizes["hidden_size"].value = 4000 + 2          # not divisible by 32 heads
+    assert explorer.config is None
+    assert "must be divisible by num_attention_heads" in explorer.message.value
+
+
+def test_edits_recount():
+    explorer = ParamExplorer("llama-2-7b")
+    explorer.n_kv.value = 8
+    explorer.tie.value = True
+    expected = presets.load("llama-2-7b").replace(num_key_value_heads=8, tie_word_embeddings=True)
+    assert explorer.config == expected
+    assert f"{count_params(expected).total:,}" in explorer.table.value
+
+
+def test_switching_preset_keeps_explicit_head_dim():
+    explorer = ParamExplorer("llama-2-7b")
+    explorer.preset.value = "qwen3-0.6b"
+    assert explorer.config == presets.load("qwen3-0.6b")
+    assert explorer.config.head_dim == 128 != 1024 // 16
