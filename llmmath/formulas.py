@@ -4,8 +4,8 @@ The symbols carry the letters of the notation page: H hidden size, L layers, V v
 I intermediate size, n_h query heads, n_kv key/value heads, d_h head dimension,
 g = n_h / n_kv the group size, P learned positions. Formulas are not typed in their final form:
 each is the sum of the products of the shapes `llmmath.counting.weight_shapes` lists, so the
-attention block is H·(n_h·d_h) + 2·H·(n_kv·d_h) + (n_h·d_h)·H before `simplify_mha` or
-`in_group_size` rewrite it.
+attention block is H·(n_h·d_h) + 2·H·(n_kv·d_h) + (n_h·d_h)·H before `in_group_size` rewrites
+it as H²(2 + 2/g).
 
 Explained in the chapter *Counting parameters* (``chapters/01_parameters.ipynb``).
 """

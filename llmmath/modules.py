@@ -147,6 +147,15 @@ class DecoderBlock(nn.Module):
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
+def embedding(num_embeddings: int, dim: int) -> nn.Embedding:
+    """``nn.Embedding(num_embeddings, dim)``. Under ``torch.device("meta")`` its random
+    initialisation is skipped: ``normal_`` on a meta tensor imports torch's compiler (about 1.5 s)
+    to produce values that do not exist."""
+    if torch.empty(0).is_meta:
+        return nn.Embedding(num_embeddings, dim, _weight=torch.empty(num_embeddings, dim))
+    return nn.Embedding(num_embeddings, dim)
+
+
 class DecoderLM(nn.Module):
     """A decoder-only language model: token ids ``(batch, seq)`` → logits ``(batch, seq, V)``.
 
@@ -157,9 +166,9 @@ class DecoderLM(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.embed_tokens = embedding(cfg.vocab_size, cfg.hidden_size)
         if cfg.position_embedding_type == "learned":
-            self.embed_positions = nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size)
+            self.embed_positions = embedding(cfg.max_position_embeddings, cfg.hidden_size)
         self.layers = nn.ModuleList(DecoderBlock(cfg) for _ in range(cfg.num_hidden_layers))
         self.norm = make_norm(cfg, cfg.hidden_size)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)

@@ -5,7 +5,7 @@ Every figure takes `llmmath.counting.ParamCount` objects; nothing here computes 
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
@@ -44,15 +44,32 @@ def group_bars(counts: ParamCount, ax: Axes | None = None, title: str = "") -> F
     return fig
 
 
-def share_pie(counts: ParamCount, ax: Axes | None = None, title: str = "") -> Figure:
-    """A pie of the group shares (groups with no parameters left out)."""
-    fig, ax = _new_axes(ax, (4.2, 4.2))
-    groups = {g: n for g, n in counts.by_group().items() if n}
-    ax.pie(list(groups.values()), labels=[GROUP_LABELS[g] for g in groups],
-           colors=[GROUP_COLORS[g] for g in groups], autopct="%1.2f%%", pctdistance=0.75,
-           startangle=90, counterclock=False, textprops={"fontsize": 8})
+def pie(slices: Mapping[str, float], ax: Axes | None = None, title: str = "",
+        colors: Sequence[str] | None = None, decimals: int = 2) -> Figure:
+    """A pie of ``slices`` (label → value). Slices under 5 % get no label on the pie, where
+    they would overlap; a legend below lists every slice with its share."""
+    fig, ax = _new_axes(ax, (4.2, 4.6))
+    values, total = list(slices.values()), sum(slices.values())
+    wedges, *_ = ax.pie(values, colors=colors, startangle=90, counterclock=False,
+                        labels=[k if v / total >= 0.05 else "" for k, v in slices.items()],
+                        autopct=lambda pct: f"{pct:.{decimals}f}%" if pct >= 5 else "",
+                        pctdistance=0.7, textprops={"fontsize": 8})
+
+    def share(v: float) -> str:
+        s = v / total
+        return f"{s:.{decimals}%}" if s == 0 or s >= 10 ** -(decimals + 2) else f"{s:.{decimals + 2}%}"
+
+    ax.legend(wedges, [f"{k}: {share(v)}" for k, v in slices.items()], loc="upper center",
+              bbox_to_anchor=(0.5, 0.02), ncols=2, fontsize=8, frameon=False)
     ax.set_title(title, fontsize=10)
     return fig
+
+
+def share_pie(counts: ParamCount, ax: Axes | None = None, title: str = "") -> Figure:
+    """A pie of the group shares of ``counts`` (groups with no parameters left out)."""
+    groups = {g: n for g, n in counts.by_group().items() if n}
+    return pie({GROUP_LABELS[g]: n for g, n in groups.items()}, ax=ax, title=title,
+               colors=[GROUP_COLORS[g] for g in groups])
 
 
 def stacked_shares(models: Mapping[str, ParamCount], ax: Axes | None = None) -> Figure:

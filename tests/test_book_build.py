@@ -37,6 +37,8 @@ def test_chapter_renders_outputs(site, notebook):
         assert "<img" in page                                      # figures made it
     if "widgets" in nb["metadata"]:
         assert "application/vnd.jupyter.widget-state+json" in page  # widget initial state
-    if any("{exercise}" in "".join(c["source"]) for c in nb["cells"]):
-        assert 'class="admonition exercise' in page or "exercise" in page
-    assert "math notranslate" in page or "\\(" in page              # math typeset markup
+    exercises = sum("".join(c["source"]).count("{exercise}") for c in nb["cells"])
+    assert page.count('class="exercise admonition"') == exercises
+    assert page.count('class="solution dropdown admonition"') == exercises  # hidden solutions
+    assert "math notranslate" in page                               # math for MathJax
+    assert "mybinder.org/v2/gh/" in page and "colab.research.google.com/github/" in page
