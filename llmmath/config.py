@@ -224,11 +224,21 @@ def _rope_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         position_embedding_type="rope",
         qk_norm=model_type == "qwen3",
         max_position_embeddings=_optional(raw, "max_position_embeddings", 2048),
-        rope_theta=_optional(raw, "rope_theta", 10000.0),
+        rope_theta=_rope_theta(raw),
         norm_eps=_optional(raw, "rms_norm_eps", 1e-6),
         sliding_window=_sliding_window(raw, model_type),
     )
     return fields
+
+
+def _rope_theta(raw: Mapping[str, Any]) -> float:
+    """``rope_theta`` at the top level, or inside ``rope_parameters`` (transformers 5 configs)."""
+    if raw.get("rope_theta") is not None:
+        return raw["rope_theta"]
+    nested = raw.get("rope_parameters")
+    if isinstance(nested, Mapping) and nested.get("rope_theta") is not None:
+        return nested["rope_theta"]
+    return 10000.0
 
 
 def _sliding_window(raw: Mapping[str, Any], model_type: str) -> int | None:

@@ -154,3 +154,11 @@ def test_file_errors(tmp_path, write_config):
         ModelConfig.from_hf_config(write_config([1, 2]))
     with pytest.raises(ConfigError, match="is a directory"):
         ModelConfig.from_hf_config(tmp_path)
+
+
+def test_rope_theta_top_level_or_nested():
+    assert ModelConfig.from_hf_config(hf_config("llama-3-8b")).rope_theta == 500000.0
+    raw = {k: v for k, v in hf_config("llama-3-8b").items() if k != "rope_theta"}
+    assert ModelConfig.from_hf_config(raw).rope_theta == 10000.0          # LlamaConfig default
+    raw["rope_parameters"] = {"rope_type": "default", "rope_theta": 500000.0}
+    assert ModelConfig.from_hf_config(raw).rope_theta == 500000.0

@@ -9,26 +9,18 @@ from llmmath.modules import Attention, LayerNorm, RMSNorm, build_model, repeat_k
 from tests.strategies import any_config
 
 
-def test_rmsnorm_equals_torch():
+@pytest.mark.parametrize("ours, reference, eps", [
+    (RMSNorm, torch.nn.RMSNorm, 1e-6), (LayerNorm, torch.nn.LayerNorm, 1e-5)])
+def test_norms_equal_torch(ours, reference, eps):
     torch.manual_seed(0)
     x = torch.randn(2, 5, 16)
-    ours, ref = RMSNorm(16, eps=1e-6), torch.nn.RMSNorm(16, eps=1e-6)
+    mine, ref = ours(16, eps=eps), reference(16, eps=eps)
     with torch.no_grad():
-        ours.weight.copy_(torch.randn(16))
-        ref.weight.copy_(ours.weight)
-    torch.testing.assert_close(ours(x), ref(x))
-
-
-def test_layernorm_equals_torch():
-    torch.manual_seed(0)
-    x = torch.randn(2, 5, 16)
-    ours, ref = LayerNorm(16, eps=1e-5), torch.nn.LayerNorm(16, eps=1e-5)
-    with torch.no_grad():
-        ours.weight.copy_(torch.randn(16))
-        ours.bias.copy_(torch.randn(16))
-        ref.weight.copy_(ours.weight)
-        ref.bias.copy_(ours.bias)
-    torch.testing.assert_close(ours(x), ref(x))
+        for name, p in mine.named_parameters():        # random affine parameters, copied over
+            p.copy_(torch.randn(16))
+            getattr(ref, name).copy_(p)
+    assert {n for n, _ in mine.named_parameters()} == {n for n, _ in ref.named_parameters()}
+    torch.testing.assert_close(mine(x), ref(x))
 
 
 def test_repeat_kv_equals_repeat_interleave():
