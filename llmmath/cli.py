@@ -1,8 +1,12 @@
-"""Command line: ``python -m llmmath params <preset | config.json> [--json]``.
+"""Command line.
 
-Prints the exact parameter breakdown of a preset or of a Hugging Face ``config.json``. Bad input
-exits with status 2 and one line on stderr, never a traceback. This path imports neither torch
-nor SymPy, so it answers in a fraction of a second.
+``python -m llmmath params <preset | config.json> [--json]``: the exact parameter breakdown.
+``python -m llmmath kv-cache <preset | config.json> --seq-len T [--batch B] [--dtype bf16] [--json]``:
+the KV cache in bytes.
+
+MODEL is a preset name or the path of a Hugging Face ``config.json``. Bad input exits with status
+2 and one line on stderr, never a traceback. These paths import neither torch nor SymPy, so they
+answer in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import sys
 from llmmath import presets
 from llmmath.config import ConfigError, ModelConfig
 from llmmath.counting import GROUPS, NON_EMBEDDING_CONVENTION, ParamCount, count_params
+from llmmath.kvcache import cached_tokens, kv_cache_bytes, kv_cache_bytes_per_token
+from llmmath.units import DTYPE_BITS, dtype_bits, human_bytes
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,6 +74,42 @@ def _params(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kv_cache(args: argparse.Namespace) -> int:
+    name, cfg = resolve(args.model)
+    dtype_bits(args.dtype)                                   # refuse an unknown dtype first
+    total = kv_cache_bytes(cfg, args.batch, args.seq_len, args.dtype)
+    per_token = kv_cache_bytes_per_token(cfg, args.dtype)
+    cached = cached_tokens(cfg, args.seq_len)
+    result = {
+        "model": name, "bytes": total, "bytes_per_token": per_token, "batch": args.batch,
+        "seq_len": args.seq_len, "cached_tokens": cached, "sliding_window": cfg.sliding_window,
+        "dtype": args.dtype, "num_hidden_layers": cfg.num_hidden_layers,
+        "num_key_value_heads": cfg.num_key_value_heads, "head_dim": cfg.head_dim,
+        "formula": "2 * L * batch * cached_tokens * n_kv * d_h * bytes_per_element",
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    window = (f" (sliding window {cfg.sliding_window}: {cached:,} tokens kept)"
+              if cached < args.seq_len else "")
+    print(f"{name}: KV cache for batch {args.batch} x {args.seq_len:,} tokens in {args.dtype}{window}\n"
+          f"  2 x L x b x t x n_kv x d_h x bytes = 2 x {cfg.num_hidden_layers} x {args.batch} x "
+          f"{cached:,} x {cfg.num_key_value_heads} x {cfg.head_dim} x {dtype_bits(args.dtype)}/8\n"
+          f"  = {total:,} bytes = {human_bytes(total)}\n"
+          f"  per token (one sequence): {per_token:,} bytes")
+    return 0
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m llmmath",
                      description="Exact parameter counts of decoder-only language models.")
@@ -78,6 +120,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL", help="preset name or path to a config.json")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=_params)
+    k = sub.add_parser("kv-cache", help="KV cache bytes of a preset or a config.json",
+                       description="Exact KV cache size: 2 * L * batch * tokens * n_kv * d_h * "
+                                   "bytes per element; a sliding window caps the tokens kept.")
+    k.add_argument("model", metavar="MODEL", help="preset name or path to a config.json")
+    k.add_argument("--seq-len", type=_count, required=True, help="tokens per sequence")
+    k.add_argument("--batch", type=_count, default=1, help="sequences (default 1)")
+    k.add_argument("--dtype", default="bf16", choices=list(DTYPE_BITS),
+                   help="cache number format (default bf16)")
+    k.add_argument("--json", action="store_true", help="print one JSON object")
+    k.set_defaults(run=_kv_cache)
     return parser
 
 

@@ -6,8 +6,9 @@ the same parameter names as `llmmath.counting.weight_shapes` (so counts compare 
 `build_model` builds any `ModelConfig`, on the ``meta`` device by default: shapes without memory,
 so a 405B model costs nothing to count.
 
-Attention uses explicit matmuls (not ``scaled_dot_product_attention``) so every FLOP is visible.
-Explained in the chapter *Counting parameters* (``chapters/01_parameters.ipynb``).
+Attention uses explicit matmuls (not ``scaled_dot_product_attention``) so every FLOP is visible
+to `torch.utils.flop_counter.FlopCounterMode`, and an optional `KVCache` for decoding.
+Explained in the chapters *Counting parameters*, *Attention* and *The KV cache*.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from llmmath.config import ModelConfig
+from llmmath.config import ConfigError, ModelConfig
 from llmmath.rope import apply_rope, rope_cos_sin
 
 ACTIVATIONS = {
@@ -74,11 +75,55 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x[:, :, None].expand(b, n_kv, n_rep, t, d).reshape(b, n_kv * n_rep, t, d)
 
 
+class KVCache:
+    """Keys and values of the tokens seen so far, per layer: ``(batch, n_kv, cached, d_h)`` each.
+
+    Only the n_kv key/value heads are stored, before `repeat_kv` (Meta's ``llama/model.py`` and
+    Hugging Face cache the same). With a ``sliding_window`` of W only the last W tokens are kept
+    (Mistral's rolling buffer). ``seen`` counts the tokens processed: the position of the next one.
+    """
+
+    def __init__(self, num_layers: int, sliding_window: int | None = None):
+        self.keys: list[torch.Tensor | None] = [None] * num_layers
+        self.values: list[torch.Tensor | None] = [None] * num_layers
+        self.sliding_window = sliding_window
+        self.seen = 0
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append the new tokens' ``k``, ``v``; return all keys and values attention may read."""
+        if self.keys[layer] is not None:
+            k = torch.cat([self.keys[layer], k], dim=2)
+            v = torch.cat([self.values[layer], v], dim=2)
+        keep = self.sliding_window or k.shape[2]
+        self.keys[layer], self.values[layer] = k[:, :, -keep:], v[:, :, -keep:]
+        return k, v
+
+    def nbytes(self) -> int:
+        """Bytes of the stored tensors, measured (``Tensor.nbytes``)."""
+        return sum(t.nbytes for t in self.keys + self.values if t is not None)
+
+
+def attention_mask(q_len: int, k_len: int, start: int, window: int | None,
+                   device: torch.device | None = None) -> torch.Tensor:
+    """``(q_len, k_len)`` booleans: may query i (position start + i) read key j?
+
+    Keys are the last ``k_len`` positions up to start + q_len − 1. Causal: j ≤ i; with a
+    sliding window W also j > i − W.
+    """
+    q_pos = torch.arange(start, start + q_len, device=device)[:, None]
+    k_pos = torch.arange(start + q_len - k_len, start + q_len, device=device)[None, :]
+    allowed = k_pos <= q_pos
+    if window:
+        allowed &= k_pos > q_pos - window
+    return allowed
+
+
 class Attention(nn.Module):
     """Causal self-attention with n_h query heads and n_kv key/value heads.
 
     n_kv = n_h is MHA, 1 < n_kv < n_h is GQA (Ainslie et al. 2023), n_kv = 1 is MQA
-    (Shazeer 2019). Input and output ``(batch, seq, hidden_size)``.
+    (Shazeer 2019). Input and output ``(batch, seq, hidden_size)``. With a `KVCache` the new
+    tokens attend to the cached ones too; ``layer`` names this block's slot in the cache.
     """
 
     def __init__(self, cfg: ModelConfig):
@@ -93,23 +138,57 @@ class Attention(nn.Module):
             self.q_norm = make_norm(cfg, d_h)
             self.k_norm = make_norm(cfg, d_h)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
         cfg = self.cfg
         b, t, _ = x.shape
+        start = cache.seen if cache is not None else 0
         q = self.q_proj(x).view(b, t, cfg.num_attention_heads, cfg.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(b, t, cfg.num_key_value_heads, cfg.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, t, cfg.num_key_value_heads, cfg.head_dim).transpose(1, 2)
         if cfg.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         if cfg.position_embedding_type == "rope":
-            cos, sin = rope_cos_sin(cfg.head_dim, t, cfg.rope_theta)
+            cos, sin = rope_cos_sin(cfg.head_dim, t, cfg.rope_theta, offset=start)
             q, k = apply_rope(q, cos.to(x), sin.to(x)), apply_rope(k, cos.to(x), sin.to(x))
+        if cache is not None:
+            k, v = cache.update(layer, k, v)                                # (b, n_kv, t_k, d_h)
         k, v = repeat_kv(k, cfg.group_size), repeat_kv(v, cfg.group_size)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(cfg.head_dim)       # (b, n_h, t, t)
-        causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
-        scores = scores.masked_fill(~causal, float("-inf"))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(cfg.head_dim)       # (b, n_h, t, t_k)
+        mask = attention_mask(t, k.shape[2], start, cfg.sliding_window, x.device)
+        scores = scores.masked_fill(~mask, float("-inf"))
         out = scores.softmax(dim=-1) @ v                                    # (b, n_h, t, d_h)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+
+def mha_to_gqa(attn: Attention, num_key_value_heads: int) -> Attention:
+    """A GQA copy of ``attn`` whose key/value heads are the means of each group's heads.
+
+    The "uptraining" recipe of Ainslie et al. 2023, Sec. 2.1 (before its short further
+    training): head j of the new K (and V) projection is the mean of the old heads
+    j·g … j·g + g − 1, so each group of g query heads reads the average of its old key/value
+    heads. Query and output projections are copied unchanged.
+
+    Raises:
+        ConfigError: ``num_key_value_heads`` does not divide the current number of key/value heads.
+    """
+    old = attn.cfg
+    if old.num_key_value_heads % num_key_value_heads:
+        raise ConfigError(f"num_key_value_heads ({num_key_value_heads}) must divide the current "
+                          f"num_key_value_heads ({old.num_key_value_heads})")
+    cfg = old.replace(num_key_value_heads=num_key_value_heads, head_dim=old.head_dim)
+    new = Attention(cfg).to(attn.q_proj.weight)
+    pool = old.num_key_value_heads // num_key_value_heads
+    with torch.no_grad():
+        new.load_state_dict({k: v for k, v in attn.state_dict().items()
+                             if not k.startswith(("k_proj", "v_proj"))}, strict=False)
+        for name in ("k_proj", "v_proj"):
+            source, target = getattr(attn, name), getattr(new, name)
+            w = source.weight.view(num_key_value_heads, pool, old.head_dim, old.hidden_size)
+            target.weight.copy_(w.mean(dim=1).reshape_as(target.weight))
+            if source.bias is not None:
+                bias = source.bias.view(num_key_value_heads, pool, old.head_dim)
+                target.bias.copy_(bias.mean(dim=1).reshape_as(target.bias))
+    return new
 
 
 class MLP(nn.Module):
@@ -142,8 +221,8 @@ class DecoderBlock(nn.Module):
         self.post_attention_layernorm = make_norm(cfg, cfg.hidden_size)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = x + self.self_attn(self.input_layernorm(x))
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+        h = x + self.self_attn(self.input_layernorm(x), cache, layer)
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
@@ -175,12 +254,22 @@ class DecoderLM(nn.Module):
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.embed_tokens.weight
 
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+    def new_cache(self) -> KVCache:
+        """An empty `KVCache` for this model."""
+        return KVCache(self.cfg.num_hidden_layers, self.cfg.sliding_window)
+
+    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Logits ``(batch, seq, V)``. With a ``cache``, ``input_ids`` are the tokens after the
+        ``cache.seen`` already processed, and the cache is extended by them."""
+        start = cache.seen if cache is not None else 0
         x = self.embed_tokens(input_ids)
         if self.cfg.position_embedding_type == "learned":
-            x = x + self.embed_positions(torch.arange(input_ids.shape[1], device=x.device))
-        for layer in self.layers:
-            x = layer(x)
+            positions = torch.arange(start, start + input_ids.shape[1], device=x.device)
+            x = x + self.embed_positions(positions)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cache, i)
+        if cache is not None:
+            cache.seen += input_ids.shape[1]
         return self.lm_head(self.norm(x))
 
 
@@ -194,6 +283,25 @@ def build_model(cfg: ModelConfig, device: str | torch.device = "meta",
     with torch.device(device):
         model = DecoderLM(cfg)
     return model.to(dtype) if dtype is not None else model
+
+
+@torch.no_grad()
+def generate(model: DecoderLM, input_ids: torch.Tensor, max_new_tokens: int,
+             use_cache: bool = True) -> tuple[torch.Tensor, KVCache | None]:
+    """Greedy decoding: ``(batch, t)`` prompt → ``(batch, t + max_new_tokens)`` tokens.
+
+    With ``use_cache`` the prompt is processed once (prefill) and each step feeds only the newest
+    token (decode); without it every step recomputes the whole sequence. Both give the same
+    tokens. Returns the tokens and the cache (None without one).
+    """
+    cache = model.new_cache() if use_cache else None
+    tokens, step_input = input_ids, input_ids
+    for _ in range(max_new_tokens):
+        logits = model(step_input, cache) if use_cache else model(tokens)
+        next_token = logits[:, -1].argmax(dim=-1, keepdim=True)
+        tokens = torch.cat([tokens, next_token], dim=1)
+        step_input = next_token
+    return tokens, cache
 
 
 def numel(model: nn.Module) -> int:
