@@ -4,8 +4,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from llmmath import ModelConfig, presets
-from llmmath.modules import Attention, LayerNorm, RMSNorm, build_model, repeat_kv
+from llmmath import ConfigError, ModelConfig, presets
+from llmmath.modules import Attention, LayerNorm, RMSNorm, build_model, mha_to_gqa, repeat_kv
 from tests.strategies import any_config
 
 
@@ -71,3 +71,38 @@ def test_seeded_models_are_identical():
 def test_dtype_option(name):
     model = build_model(presets.load(name), dtype=torch.bfloat16)
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+
+
+def test_mha_to_gqa_mean_pools_each_group():
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=8, hidden_size=32, intermediate_size=8, num_hidden_layers=1,
+                      num_attention_heads=8, qkv_bias=True)
+    mha = Attention(cfg)
+    gqa = mha_to_gqa(mha, 2)
+    assert gqa.k_proj.weight.shape == (2 * 4, 32) and gqa.v_proj.bias.shape == (8,)
+    k = mha.k_proj.weight.view(2, 4, 4, 32)           # (groups, heads per group, d_h, H)
+    torch.testing.assert_close(gqa.k_proj.weight.view(2, 4, 32), k.mean(dim=1))
+    assert torch.equal(gqa.q_proj.weight, mha.q_proj.weight)
+    saved = sum(p.numel() for p in mha.parameters()) - sum(p.numel() for p in gqa.parameters())
+    assert saved == 2 * (32 * 32 - 32 * 8) + 2 * (32 - 8)     # K and V weights and biases
+
+
+def test_mha_to_gqa_is_exact_when_heads_in_a_group_agree():
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=8, hidden_size=32, intermediate_size=8, num_hidden_layers=1,
+                      num_attention_heads=8)
+    mha = Attention(cfg)
+    with torch.no_grad():                             # make the 4 heads of each group equal
+        for name in ("k_proj", "v_proj"):
+            w = getattr(mha, name).weight.view(2, 4, 4, 32)
+            w.copy_(w[:, :1].expand_as(w))
+    x = torch.randn(2, 5, 32)
+    torch.testing.assert_close(mha_to_gqa(mha, 2)(x), mha(x))
+    torch.testing.assert_close(mha_to_gqa(mha, 8)(x), mha(x))   # g = 1: a copy
+
+
+def test_mha_to_gqa_refuses_non_divisor():
+    cfg = ModelConfig(vocab_size=8, hidden_size=32, intermediate_size=8, num_hidden_layers=1,
+                      num_attention_heads=8)
+    with pytest.raises(ConfigError, match="must divide"):
+        mha_to_gqa(Attention(cfg), 3)
