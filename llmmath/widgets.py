@@ -29,6 +29,14 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def offer_divisors(dropdown: W.Dropdown, n: int) -> None:
+    """Offer the divisors of ``n`` in ``dropdown``, keeping its value if it still divides n
+    (otherwise n itself: MHA when the dropdown holds n_kv)."""
+    keep = dropdown.value if dropdown.value and n % dropdown.value == 0 else n
+    dropdown.options = divisors(n)
+    dropdown.value = keep
+
+
 def breakdown_html(counts: ParamCount) -> str:
     """An HTML table of the group counts, shares, per-layer and non-embedding counts."""
     rows = "".join(
@@ -96,11 +104,8 @@ class ParamExplorer:
         display(self.widget)
 
     def _offer_n_kv(self) -> None:
-        n_h = self.sizes["num_attention_heads"].value
-        keep = self.n_kv.value if self.n_kv.value and n_h % self.n_kv.value == 0 else n_h
         self._loading, was = True, self._loading
-        self.n_kv.options = divisors(n_h)
-        self.n_kv.value = keep
+        offer_divisors(self.n_kv, self.sizes["num_attention_heads"].value)
         self._loading = was
         self.update()
 
@@ -144,3 +149,128 @@ class ParamExplorer:
 
     def _edited(self) -> bool:
         return self.config != presets.load(self.preset.value)
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    body = "".join(f"<tr><td>{html.escape(k)}</td><td style='text-align:right'>{v}</td></tr>"
+                   for k, v in rows)
+    return f"<table><tbody>{body}</tbody></table>"
+
+
+def _error(e: Exception) -> str:
+    return f"<span style='color:#b00'>Invalid configuration: {html.escape(str(e))}</span>"
+
+
+class AttentionExplorer:
+    """H, n_h, n_kv (divisors of n_h only), L and t → attention parameters, KV cache bytes per
+    token and attention FLOPs per token (full and causal), all from `llmmath` functions.
+
+    Display ``.widget``; `update` recomputes; `config` is the configuration shown (None if invalid).
+    """
+
+    def __init__(self, hidden_size: int = 4096, num_attention_heads: int = 32,
+                 num_key_value_heads: int = 8, num_hidden_layers: int = 32, seq_len: int = 4096):
+        style, layout = {"description_width": "40px"}, W.Layout(width="170px")
+        self.hidden = W.BoundedIntText(value=hidden_size, min=1, max=10**6, description="H",
+                                       style=style, layout=layout)
+        self.heads = W.BoundedIntText(value=num_attention_heads, min=1, max=4096,
+                                      description="n_h", style=style, layout=layout)
+        self.n_kv = W.Dropdown(options=divisors(num_attention_heads), value=num_key_value_heads,
+                               description="n_kv", style=style, layout=layout)
+        self.layers = W.BoundedIntText(value=num_hidden_layers, min=1, max=10**4,
+                                       description="L", style=style, layout=layout)
+        self.seq_len = W.BoundedIntText(value=seq_len, min=1, max=10**8, description="t",
+                                        style=style, layout=layout)
+        self.output = W.HTML()
+        self.config: ModelConfig | None = None
+        for w in (self.hidden, self.n_kv, self.layers, self.seq_len):
+            w.observe(lambda _: self.update(), names="value")
+        self.heads.observe(lambda _: self._offer_n_kv(), names="value")
+        self.widget = W.VBox([W.HBox([self.hidden, self.heads, self.n_kv, self.layers,
+                                      self.seq_len]), self.output])
+        self.update()
+
+    def _ipython_display_(self) -> None:
+        display(self.widget)
+
+    def _offer_n_kv(self) -> None:
+        offer_divisors(self.n_kv, self.heads.value)
+        self.update()
+
+    def update(self) -> None:
+        """Recompute the numbers (or show why the sizes are invalid)."""
+        from llmmath.flops import attention_flops
+        from llmmath.kvcache import kv_cache_bytes_per_token
+        try:
+            cfg = ModelConfig(vocab_size=1, hidden_size=self.hidden.value, intermediate_size=1,
+                              num_hidden_layers=self.layers.value,
+                              num_attention_heads=self.heads.value,
+                              num_key_value_heads=self.n_kv.value)
+        except ConfigError as e:
+            self.config, self.output.value = None, _error(e)
+            return
+        self.config, t = cfg, self.seq_len.value
+        full, causal = attention_flops(cfg, t), attention_flops(cfg, t, causal=True)
+        attention = count_params(cfg).by_group()["attention"]
+        self.output.value = _table([
+            ("d_h = H / n_h, g = n_h / n_kv", f"{cfg.head_dim}, {cfg.group_size}"),
+            ("attention parameters, all layers", f"{attention:,}"),
+            ("KV cache per token (bf16), bytes", f"{kv_cache_bytes_per_token(cfg, 'bf16'):,}"),
+            ("FLOPs per token: projections", f"{full.projections // t:,}"),
+            ("FLOPs per token: QKᵀ + AV, full", f"{full.quadratic // t:,}"),
+            ("FLOPs per token: QKᵀ + AV, causal", f"{causal.quadratic / t:,.1f}"),
+        ])
+
+
+class ServingExplorer:
+    """Preset, dtypes, batch, context and GPU memory → weights + KV cache, whether they fit, the
+    largest batch and the longest context (`llmmath.memory.serving_fit`)."""
+
+    def __init__(self, preset: str = "llama-3-8b", batch: int = 8, seq_len: int = 8192,
+                 gpu_gb: float = 80.0):
+        from llmmath.units import DTYPE_BITS
+        style, layout = {"description_width": "80px"}, W.Layout(width="230px")
+        dtypes = [d for d in DTYPE_BITS if d in ("fp32", "bf16", "fp8", "int8", "int4")]
+        self.preset = W.Dropdown(options=presets.names(), value=preset, description="model",
+                                 style=style, layout=layout)
+        self.weight_dtype = W.Dropdown(options=dtypes, value="bf16", description="weights",
+                                       style=style, layout=layout)
+        self.cache_dtype = W.Dropdown(options=dtypes, value="bf16", description="KV cache",
+                                      style=style, layout=layout)
+        self.batch = W.BoundedIntText(value=batch, min=1, max=10**6, description="batch",
+                                      style=style, layout=layout)
+        self.seq_len = W.BoundedIntText(value=seq_len, min=1, max=10**8, description="context",
+                                        style=style, layout=layout)
+        self.gpu_gb = W.BoundedFloatText(value=gpu_gb, min=0.001, max=10**6,
+                                         description="GPU (GB)", style=style, layout=layout)
+        self.output = W.HTML()
+        self.fit = None
+        controls = (self.preset, self.weight_dtype, self.cache_dtype, self.batch, self.seq_len,
+                    self.gpu_gb)
+        for w in controls:
+            w.observe(lambda _: self.update(), names="value")
+        self.widget = W.VBox([W.HBox(list(controls[:3])), W.HBox(list(controls[3:])),
+                              self.output])
+        self.update()
+
+    def _ipython_display_(self) -> None:
+        display(self.widget)
+
+    def update(self) -> None:
+        """Recompute the fit."""
+        from llmmath.memory import serving_fit
+        from llmmath.units import human_bytes
+        gpu = round(self.gpu_gb.value * 10**9)
+        fit = serving_fit(presets.load(self.preset.value), gpu, self.batch.value,
+                          self.seq_len.value, self.weight_dtype.value, self.cache_dtype.value)
+        self.fit = fit
+        verdict = ("<b style='color:#080'>fits</b>" if fit.fits else
+                   "<b style='color:#b00'>does not fit</b>")
+        longest = "any (sliding window)" if fit.max_seq_len is None else f"{fit.max_seq_len:,}"
+        self.output.value = _table([
+            ("weights", human_bytes(fit.weight_bytes)),
+            ("KV cache", human_bytes(fit.cache_bytes)),
+            ("weights + KV cache", f"{human_bytes(fit.total_bytes)}: {verdict}"),
+            (f"largest batch at {self.seq_len.value:,} tokens", f"{fit.max_batch:,}"),
+            (f"longest context at batch {self.batch.value:,}", longest),
+        ])

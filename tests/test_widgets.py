@@ -45,3 +45,34 @@ def test_switching_preset_keeps_explicit_head_dim():
     explorer.preset.value = "qwen3-0.6b"
     assert explorer.config == presets.load("qwen3-0.6b")
     assert explorer.config.head_dim == 128 != 1024 // 16
+
+
+def test_attention_explorer_numbers_come_from_llmmath():
+    from llmmath import ModelConfig
+    from llmmath.flops import attention_flops
+    from llmmath.kvcache import kv_cache_bytes_per_token
+    from llmmath.widgets import AttentionExplorer
+    explorer = AttentionExplorer(hidden_size=2048, num_attention_heads=16, num_key_value_heads=2,
+                                 num_hidden_layers=36, seq_len=1000)
+    cfg = ModelConfig(vocab_size=1, hidden_size=2048, intermediate_size=1, num_hidden_layers=36,
+                      num_attention_heads=16, num_key_value_heads=2)
+    assert explorer.config == cfg
+    assert f"{count_params(cfg).by_group()['attention']:,}" in explorer.output.value
+    assert f"{kv_cache_bytes_per_token(cfg):,}" in explorer.output.value
+    assert f"{attention_flops(cfg, 1000).quadratic // 1000:,}" in explorer.output.value
+    explorer.heads.value = 12                       # 2 divides 12: kept
+    assert explorer.n_kv.value == 2 and list(explorer.n_kv.options) == divisors(12)
+    explorer.heads.value = 9                        # 2 does not divide 9: back to MHA
+    assert explorer.n_kv.value == 9 and explorer.config is None     # 2048 % 9 != 0
+    assert "must be divisible" in explorer.output.value
+
+
+def test_serving_explorer_matches_serving_fit():
+    from llmmath.memory import serving_fit
+    from llmmath.widgets import ServingExplorer
+    explorer = ServingExplorer("llama-3-8b", batch=8, seq_len=8192, gpu_gb=80)
+    assert explorer.fit == serving_fit(presets.load("llama-3-8b"), 80 * 10**9, 8, 8192)
+    explorer.cache_dtype.value = "int4"
+    assert explorer.fit == serving_fit(presets.load("llama-3-8b"), 80 * 10**9, 8, 8192,
+                                       cache_dtype="int4")
+    assert f"{explorer.fit.max_batch:,}" in explorer.output.value
