@@ -6,7 +6,7 @@ Prints, against the targets of the foundation issue:
 - whole-process time of ``python -m llmmath params <preset> --json`` (target < 0.3 s);
 - ``import llmmath`` inside a fresh interpreter (target < 0.2 s);
 - each chapter's execution time in a fresh kernel (target < 10 s each);
-- the parameter explorer's recompute-and-redraw time in a kernel (target < 50 ms).
+- each explorer's recompute-and-redraw time in a kernel (target < 50 ms).
 """
 
 from __future__ import annotations
@@ -54,22 +54,25 @@ def chapter_time(path: Path) -> float:
         return time.perf_counter() - start
 
 
-WIDGET_CELLS = [
-    "%config InlineBackend.figure_formats = ['png']\n"
-    "import time, statistics\nfrom llmmath.widgets import ParamExplorer\n"
-    "explorer = ParamExplorer('llama-2-7b')",
-    "times = []\n"
-    "for i in range(20):\n"
-    "    start = time.perf_counter()\n"
-    "    explorer.sizes['num_hidden_layers'].value = 30 + i % 2   # recompute and redraw\n"
-    "    times.append(time.perf_counter() - start)\n"
-    "print(statistics.median(times))",
-]
+#: Each explorer and one control change that makes it recompute and redraw.
+WIDGETS = {
+    "ParamExplorer": ("ParamExplorer('llama-2-7b')", "explorer.sizes['num_hidden_layers']"),
+    "AttentionExplorer": ("AttentionExplorer()", "explorer.seq_len"),
+    "ServingExplorer": ("ServingExplorer()", "explorer.batch"),
+}
 
 
-def widget_time() -> float:
-    """Median seconds for one control change of `ParamExplorer` (count, table, bar chart PNG)."""
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in WIDGET_CELLS])
+def widget_time(name: str) -> float:
+    """Median seconds for one control change of an explorer, in a kernel (widgets live)."""
+    make, control = WIDGETS[name]
+    cells = [
+        "import time, statistics\nfrom llmmath import widgets\n"
+        f"explorer = widgets.{make}\ncontrol = {control}\nstart_value = control.value",
+        "times = []\nfor i in range(20):\n    start = time.perf_counter()\n"
+        "    control.value = start_value + 1 + i % 2\n"
+        "    times.append(time.perf_counter() - start)\nprint(statistics.median(times))",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     NotebookClient(nb, timeout=120, kernel_name="python3",
                    resources={"metadata": {"path": str(ROOT)}}).execute()
     return float(nb.cells[-1].outputs[0]["text"])
@@ -88,7 +91,8 @@ def main() -> None:
     report("import llmmath", import_time(), 0.2)
     for path in sorted((ROOT / "chapters").glob("*.ipynb")):
         report(f"chapter {path.name}", chapter_time(path), 10.0)
-    report("ParamExplorer recompute and redraw", widget_time(), 0.05)
+    for name in WIDGETS:
+        report(f"{name} recompute and redraw", widget_time(name), 0.05)
 
 
 if __name__ == "__main__":
