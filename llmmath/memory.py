@@ -26,16 +26,17 @@ def weight_bytes(cfg: ModelConfig, dtype: str = "bf16") -> int:
 class ServingFit:
     """Whether a model and its cache fit in ``gpu_bytes``, and the largest batch and context.
 
-    ``max_batch`` is the largest batch of ``seq_len``-token sequences that fits (0 if none);
-    ``max_seq_len`` the longest context for ``batch`` sequences (0 if none; None when a sliding
-    window caps the cache so that any length fits).
+    ``max_batch``: the largest batch of ``seq_len``-token sequences that fits (0 if none).
+    ``max_seq_len``: the longest context for ``batch`` sequences that fits and that the model
+    supports, at most ``context_limit`` (its ``max_position_embeddings``); 0 if none fits.
     """
 
     weight_bytes: int
     cache_bytes: int
     gpu_bytes: int
     max_batch: int
-    max_seq_len: int | None
+    max_seq_len: int
+    context_limit: int
 
     @property
     def total_bytes(self) -> int:
@@ -51,6 +52,9 @@ def serving_fit(cfg: ModelConfig, gpu_bytes: int, batch: int = 1, seq_len: int =
     """Weights in ``weight_dtype`` plus the cache of ``batch`` × ``seq_len`` tokens in
     ``cache_dtype`` against ``gpu_bytes`` of memory. Exact integers throughout.
 
+    The longest context is capped at ``cfg.max_position_embeddings``: memory is not the only
+    limit (GPT-2 has 1024 learned positions). A sliding window caps the cache, not the context.
+
     Raises:
         ConfigError: a size is not a positive integer, or a dtype is unknown.
     """
@@ -59,13 +63,12 @@ def serving_fit(cfg: ModelConfig, gpu_bytes: int, batch: int = 1, seq_len: int =
     weights = weight_bytes(cfg, weight_dtype)
     cache = kv_cache_bytes(cfg, batch, seq_len, cache_dtype)
     free = gpu_bytes - weights
-    one_sequence = kv_cache_bytes(cfg, 1, seq_len, cache_dtype)
-    max_batch = max(free, 0) // one_sequence
-    per_token = kv_cache_bytes_per_token(cfg, cache_dtype) * batch
+    max_batch = max(free, 0) // kv_cache_bytes(cfg, 1, seq_len, cache_dtype)
+    limit = cfg.max_position_embeddings
     if free < 0:
-        max_seq_len: int | None = 0
-    elif cfg.sliding_window and kv_cache_bytes(cfg, batch, cfg.sliding_window, cache_dtype) <= free:
-        max_seq_len = None
-    else:
-        max_seq_len = free // per_token
-    return ServingFit(weights, cache, gpu_bytes, max_batch, max_seq_len)
+        max_seq_len = 0
+    elif kv_cache_bytes(cfg, batch, limit, cache_dtype) <= free:
+        max_seq_len = limit
+    else:  # the cache grows by one token's bytes per step until it no longer fits
+        max_seq_len = free // (kv_cache_bytes_per_token(cfg, cache_dtype) * batch)
+    return ServingFit(weights, cache, gpu_bytes, max_batch, max_seq_len, limit)

@@ -94,13 +94,21 @@ class KVCache:
         if self.keys[layer] is not None:
             k = torch.cat([self.keys[layer], k], dim=2)
             v = torch.cat([self.values[layer], v], dim=2)
-        keep = self.sliding_window or k.shape[2]
-        self.keys[layer], self.values[layer] = k[:, :, -keep:], v[:, :, -keep:]
+        if self.sliding_window and k.shape[2] > self.sliding_window:
+            w = self.sliding_window          # clone: a view would keep the whole tensor alive
+            self.keys[layer], self.values[layer] = k[:, :, -w:].clone(), v[:, :, -w:].clone()
+        else:
+            self.keys[layer], self.values[layer] = k, v
         return k, v
 
     def nbytes(self) -> int:
         """Bytes of the stored tensors, measured (``Tensor.nbytes``)."""
         return sum(t.nbytes for t in self.keys + self.values if t is not None)
+
+    def storage_nbytes(self) -> int:
+        """Bytes of the memory behind the stored tensors (more than `nbytes` if one were a view
+        into a larger tensor; equal here, which the tests check)."""
+        return sum(t.untyped_storage().nbytes() for t in self.keys + self.values if t is not None)
 
 
 def attention_mask(q_len: int, k_len: int, start: int, window: int | None,
@@ -123,7 +131,9 @@ class Attention(nn.Module):
 
     n_kv = n_h is MHA, 1 < n_kv < n_h is GQA (Ainslie et al. 2023), n_kv = 1 is MQA
     (Shazeer 2019). Input and output ``(batch, seq, hidden_size)``. With a `KVCache` the new
-    tokens attend to the cached ones too; ``layer`` names this block's slot in the cache.
+    tokens attend to the cached ones too; ``layer`` names this block's slot in the cache, and
+    ``cache.seen`` is the position of the first new token (`DecoderLM.forward` advances it after
+    all layers, so call a block directly only for one step).
     """
 
     def __init__(self, cfg: ModelConfig):
@@ -262,6 +272,10 @@ class DecoderLM(nn.Module):
         """Logits ``(batch, seq, V)``. With a ``cache``, ``input_ids`` are the tokens after the
         ``cache.seen`` already processed, and the cache is extended by them."""
         start = cache.seen if cache is not None else 0
+        end = start + input_ids.shape[1]
+        if self.cfg.position_embedding_type == "learned" and end > self.cfg.max_position_embeddings:
+            raise ConfigError(f"position {end - 1} is beyond max_position_embeddings "
+                              f"({self.cfg.max_position_embeddings}) of the learned position table")
         x = self.embed_tokens(input_ids)
         if self.cfg.position_embedding_type == "learned":
             positions = torch.arange(start, start + input_ids.shape[1], device=x.device)

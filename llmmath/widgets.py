@@ -223,14 +223,14 @@ class AttentionExplorer:
 
 
 class ServingExplorer:
-    """Preset, dtypes, batch, context and GPU memory → weights + KV cache, whether they fit, the
-    largest batch and the longest context (`llmmath.memory.serving_fit`)."""
+    """Preset, dtypes, batch, context and GPU memory (GB = 10⁹ bytes) → weights + KV cache,
+    whether they fit, the largest batch and the longest context (`llmmath.memory.serving_fit`)."""
 
-    def __init__(self, preset: str = "llama-3-8b", batch: int = 8, seq_len: int = 8192,
+    def __init__(self, preset: str = "llama-3-8b", batch: int = 16, seq_len: int = 8192,
                  gpu_gb: float = 80.0):
         from llmmath.units import DTYPE_BITS
         style, layout = {"description_width": "80px"}, W.Layout(width="230px")
-        dtypes = [d for d in DTYPE_BITS if d in ("fp32", "bf16", "fp8", "int8", "int4")]
+        dtypes = [d for d in DTYPE_BITS if d in ("fp32", "bf16", "fp16", "fp8", "int8", "int4")]
         self.preset = W.Dropdown(options=presets.names(), value=preset, description="model",
                                  style=style, layout=layout)
         self.weight_dtype = W.Dropdown(options=dtypes, value="bf16", description="weights",
@@ -266,11 +266,15 @@ class ServingExplorer:
         self.fit = fit
         verdict = ("<b style='color:#080'>fits</b>" if fit.fits else
                    "<b style='color:#b00'>does not fit</b>")
-        longest = "any (sliding window)" if fit.max_seq_len is None else f"{fit.max_seq_len:,}"
+        batch, seq_len = self.batch.value, self.seq_len.value
+        built_for = f"the model is built for {fit.context_limit:,} tokens"
         self.output.value = _table([
-            ("weights", human_bytes(fit.weight_bytes)),
-            ("KV cache", human_bytes(fit.cache_bytes)),
-            ("weights + KV cache", f"{human_bytes(fit.total_bytes)}: {verdict}"),
-            (f"largest batch at {self.seq_len.value:,} tokens", f"{fit.max_batch:,}"),
-            (f"longest context at batch {self.batch.value:,}", longest),
+            ("weights", f"{fit.weight_bytes:,} bytes = {human_bytes(fit.weight_bytes)}"),
+            (f"KV cache, {batch:,} × {seq_len:,} tokens",
+             f"{fit.cache_bytes:,} bytes = {human_bytes(fit.cache_bytes)}"),
+            ("weights + KV cache",
+             f"{fit.total_bytes:,} bytes = {human_bytes(fit.total_bytes)}: {verdict}"),
+            (f"largest batch of {seq_len:,}-token sequences", f"{fit.max_batch:,}"),
+            (f"longest context for a batch of {batch:,}", f"{fit.max_seq_len:,} tokens "
+             f"({built_for})"),
         ])

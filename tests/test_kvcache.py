@@ -33,7 +33,7 @@ def test_measured_cache_bytes_equal_formula(raw, batch, prompt, new, dtype, wind
     tokens, cache = generate(model, ids, new)
     fed = prompt + new - 1          # the last generated token is never fed back
     assert cache.seen == fed
-    assert cache.nbytes() == kv_cache_bytes(cfg, batch, fed, dtype)
+    assert cache.nbytes() == cache.storage_nbytes() == kv_cache_bytes(cfg, batch, fed, dtype)
     assert tokens.shape == (batch, prompt + new)
 
 
@@ -142,3 +142,10 @@ def test_cli_bad_input(args):
     out = kv_cli(*args)
     assert out.returncode == 2 and out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+def test_learned_positions_beyond_the_table_are_refused():
+    cfg = presets.load("gpt2").replace(num_hidden_layers=1, max_position_embeddings=4)
+    model = build_model(cfg, device="cpu")
+    with pytest.raises(ConfigError, match="beyond max_position_embeddings"):
+        generate(model, torch.zeros(1, 3, dtype=torch.long), 3)

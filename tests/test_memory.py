@@ -26,9 +26,11 @@ def test_max_batch_and_context_are_maximal(name, batch, seq_len, cache_dtype):
     if fit.max_batch:
         assert weights + kv_cache_bytes(cfg, fit.max_batch, seq_len, cache_dtype) <= GPU
     assert weights + kv_cache_bytes(cfg, fit.max_batch + 1, seq_len, cache_dtype) > GPU
+    assert fit.max_seq_len <= cfg.max_position_embeddings == fit.context_limit
     if fit.max_seq_len:
         assert weights + kv_cache_bytes(cfg, batch, fit.max_seq_len, cache_dtype) <= GPU
-    assert weights + kv_cache_bytes(cfg, batch, fit.max_seq_len + 1, cache_dtype) > GPU
+    if fit.max_seq_len < cfg.max_position_embeddings:
+        assert weights + kv_cache_bytes(cfg, batch, fit.max_seq_len + 1, cache_dtype) > GPU
 
 
 def test_model_too_large():
@@ -36,9 +38,15 @@ def test_model_too_large():
     assert not fit.fits and fit.max_batch == 0 and fit.max_seq_len == 0
 
 
-def test_sliding_window_allows_any_length():
-    fit = serving_fit(presets.load("mistral-7b-v0.1"), GPU, batch=8, seq_len=10**6)
-    assert fit.max_seq_len is None and fit.fits
+def test_sliding_window_caps_cache_not_context():
+    mistral = presets.load("mistral-7b-v0.1")
+    fit = serving_fit(mistral, GPU, batch=8, seq_len=10**6)
+    assert fit.fits and fit.max_seq_len == mistral.max_position_embeddings == 32768
+
+
+def test_learned_positions_cap_the_context():
+    fit = serving_fit(presets.load("gpt2"), GPU)
+    assert fit.max_seq_len == 1024
 
 
 def test_bad_gpu_bytes():
