@@ -42,11 +42,20 @@ class AttentionFlops:
         return self.scores + self.weighted_sum
 
 
-def attention_pairs(seq_len: int, causal: bool) -> int:
-    """Query–key pairs a length-t sequence computes: t² (full) or t(t+1)/2 (causal half)."""
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
-        raise ConfigError(f"seq_len must be a positive integer, got {seq_len!r}")
-    return seq_len * (seq_len + 1) // 2 if causal else seq_len * seq_len
+def _positive(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def attention_pairs(seq_len: int, causal: bool, window: int | None = None) -> int:
+    """Query–key pairs a length-t sequence computes: t² (full) or, causal, Σᵢ min(i, W) over
+    positions i = 1 … t, which is t(t+1)/2 without a window W."""
+    _positive("seq_len", seq_len)
+    if not causal:
+        return seq_len * seq_len
+    if window is None or seq_len <= window:
+        return seq_len * (seq_len + 1) // 2
+    return window * (window + 1) // 2 + (seq_len - window) * window
 
 
 def attention_flops(cfg: ModelConfig, seq_len: int, causal: bool = False,
@@ -55,27 +64,34 @@ def attention_flops(cfg: ModelConfig, seq_len: int, causal: bool = False,
 
     ``causal=False`` counts every query–key pair, as the explicit matmuls of the reference module
     do (and as `torch.utils.flop_counter.FlopCounterMode` measures them); ``causal=True`` counts
-    only the pairs a causal kernel needs. Divide by ``batch · seq_len`` for FLOPs per token.
+    only the pairs a causal kernel needs, within ``cfg.sliding_window`` if the model has one.
+    Divide by ``batch · seq_len`` for FLOPs per token.
+
+    Raises:
+        ConfigError: ``seq_len`` or ``batch`` is not a positive integer.
     """
-    n_h, n_kv, d_h, H, L = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
-                            cfg.hidden_size, cfg.num_hidden_layers)
-    projection_weights = H * n_h * d_h + 2 * H * n_kv * d_h + n_h * d_h * H
-    pairs = attention_pairs(seq_len, causal)
+    _positive("batch", batch)
+    pairs = attention_pairs(seq_len, causal, cfg.sliding_window)
     return AttentionFlops(
-        projections=L * batch * 2 * seq_len * projection_weights,
-        scores=L * batch * 2 * n_h * d_h * pairs,
-        weighted_sum=L * batch * 2 * n_h * d_h * pairs,
+        projections=cfg.num_hidden_layers * batch * 2 * seq_len * _projection_weights(cfg),
+        scores=cfg.num_hidden_layers * batch * 2 * cfg.num_attention_heads * cfg.head_dim * pairs,
+        weighted_sum=cfg.num_hidden_layers * batch * 2 * cfg.num_attention_heads * cfg.head_dim * pairs,
     )
 
 
 def decode_attention_flops(cfg: ModelConfig, context: int, batch: int = 1) -> AttentionFlops:
     """Attention FLOPs of one decode step with a KV cache: one new query per sequence against
-    ``context`` cached keys (including its own), all L layers."""
-    n_h, n_kv, d_h, H, L = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
-                            cfg.hidden_size, cfg.num_hidden_layers)
-    keys = attention_pairs(context, causal=False) // context  # validates; = context
-    if cfg.sliding_window:
-        keys = min(keys, cfg.sliding_window)
-    projection_weights = H * n_h * d_h + 2 * H * n_kv * d_h + n_h * d_h * H
-    return AttentionFlops(L * batch * 2 * projection_weights, L * batch * 2 * n_h * d_h * keys,
-                          L * batch * 2 * n_h * d_h * keys)
+    the ``context`` keys up to and including its own (at most ``cfg.sliding_window``), all L
+    layers. Equals ``causal(context) − causal(context − 1)`` of `attention_flops`."""
+    _positive("context", context)
+    _positive("batch", batch)
+    keys = min(context, cfg.sliding_window) if cfg.sliding_window else context
+    quadratic = cfg.num_hidden_layers * batch * 2 * cfg.num_attention_heads * cfg.head_dim * keys
+    return AttentionFlops(cfg.num_hidden_layers * batch * 2 * _projection_weights(cfg),
+                          quadratic, quadratic)
+
+
+def _projection_weights(cfg: ModelConfig) -> int:
+    """Weights of q, k, v and o in one layer: H·n_h·d_h + 2·H·n_kv·d_h + n_h·d_h·H."""
+    H, q, kv = cfg.hidden_size, cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
+    return H * q + 2 * H * kv + q * H

@@ -90,13 +90,16 @@ class KVCache:
         self.seen = 0
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append the new tokens' ``k``, ``v``; return all keys and values attention may read."""
+        """Append the new tokens' ``k``, ``v``; return the keys and values they may read (with a
+        window W, the last W + t_new − 1: the first new token reads W, the last one W too)."""
+        new = k.shape[2]
         if self.keys[layer] is not None:
             k = torch.cat([self.keys[layer], k], dim=2)
             v = torch.cat([self.values[layer], v], dim=2)
-        if self.sliding_window and k.shape[2] > self.sliding_window:
-            w = self.sliding_window          # clone: a view would keep the whole tensor alive
+        w = self.sliding_window
+        if w and k.shape[2] > w:               # clone: a view would keep the whole tensor alive
             self.keys[layer], self.values[layer] = k[:, :, -w:].clone(), v[:, :, -w:].clone()
+            k, v = k[:, :, -(w + new - 1):], v[:, :, -(w + new - 1):]
         else:
             self.keys[layer], self.values[layer] = k, v
         return k, v
@@ -186,7 +189,8 @@ def mha_to_gqa(attn: Attention, num_key_value_heads: int) -> Attention:
         raise ConfigError(f"num_key_value_heads ({num_key_value_heads}) must divide the current "
                           f"num_key_value_heads ({old.num_key_value_heads})")
     cfg = old.replace(num_key_value_heads=num_key_value_heads, head_dim=old.head_dim)
-    new = Attention(cfg).to(attn.q_proj.weight)
+    with torch.random.fork_rng(devices=[]):       # its random init is overwritten below
+        new = Attention(cfg).to(attn.q_proj.weight)
     pool = old.num_key_value_heads // num_key_value_heads
     with torch.no_grad():
         new.load_state_dict({k: v for k, v in attn.state_dict().items()

@@ -161,65 +161,89 @@ def _error(e: Exception) -> str:
     return f"<span style='color:#b00'>Invalid configuration: {html.escape(str(e))}</span>"
 
 
-class AttentionExplorer:
-    """H, n_h, n_kv (divisors of n_h only), L and t → attention parameters, KV cache bytes per
-    token and attention FLOPs per token (full and causal), all from `llmmath` functions.
+def attention_rows(cfg: ModelConfig, seq_len: int, dtype: str = "bf16") -> list[tuple[str, str]]:
+    """(label, value) rows of `AttentionExplorer` for one configuration; numbers from llmmath."""
+    from llmmath.flops import attention_flops
+    from llmmath.kvcache import kv_cache_bytes_per_token
+    counts = count_params(cfg)
+    per_layer = sum(t.numel for t in counts.tensors if t.group == "attention" and t.per_layer)
+    full, causal = attention_flops(cfg, seq_len), attention_flops(cfg, seq_len, causal=True)
+    return [("d_h, g", f"{cfg.head_dim}, {cfg.group_size}"),
+            ("attention parameters, one layer", f"{per_layer:,}"),
+            (f"attention parameters, {cfg.num_hidden_layers} layers",
+             f"{counts.by_group()['attention']:,}"),
+            (f"KV cache bytes per token ({dtype})", f"{kv_cache_bytes_per_token(cfg, dtype):,}"),
+            (f"attention FLOPs per token at t = {seq_len:,}, all pairs",
+             f"{full.total // seq_len:,}"),
+            (f"attention FLOPs per token at t = {seq_len:,}, causal",
+             f"{causal.total // seq_len:,}"),
+            ("QKᵀ + AV share of them, causal", f"{causal.quadratic / causal.total:.1%}")]
 
-    Display ``.widget``; `update` recomputes; `config` is the configuration shown (None if invalid).
+
+def attention_html(cfg: ModelConfig, seq_len: int) -> str:
+    """An HTML table of `attention_rows` for ``cfg`` next to its MHA twin (n_kv = n_h)."""
+    twin = cfg.replace(num_key_value_heads=cfg.num_attention_heads, head_dim=cfg.head_dim)
+    rows = "".join(f"<tr><td>{html.escape(label)}</td><td style='text-align:right'>{ours}</td>"
+                   f"<td style='text-align:right'>{theirs}</td></tr>"
+                   for (label, ours), (_, theirs) in zip(attention_rows(cfg, seq_len),
+                                                         attention_rows(twin, seq_len)))
+    return ("<table><thead><tr><th></th><th>this configuration</th><th>MHA (n_kv = n_h)</th>"
+            f"</tr></thead><tbody>{rows}</tbody></table>")
+
+
+class AttentionExplorer:
+    """H, n_h, n_kv (divisors of n_h only) and t → attention parameters, KV cache bytes per
+    token and attention FLOPs per token, next to the MHA twin; L and the rest from ``preset``.
+
+    Display ``.widget``; `update` recomputes; `config` is the configuration shown (None if
+    invalid, when the message replaces the table).
     """
 
-    def __init__(self, hidden_size: int = 4096, num_attention_heads: int = 32,
-                 num_key_value_heads: int = 8, num_hidden_layers: int = 32, seq_len: int = 4096):
-        style, layout = {"description_width": "40px"}, W.Layout(width="170px")
-        self.hidden = W.BoundedIntText(value=hidden_size, min=1, max=10**6, description="H",
-                                       style=style, layout=layout)
-        self.heads = W.BoundedIntText(value=num_attention_heads, min=1, max=4096,
-                                      description="n_h", style=style, layout=layout)
-        self.n_kv = W.Dropdown(options=divisors(num_attention_heads), value=num_key_value_heads,
-                               description="n_kv", style=style, layout=layout)
-        self.layers = W.BoundedIntText(value=num_hidden_layers, min=1, max=10**4,
-                                       description="L", style=style, layout=layout)
-        self.seq_len = W.BoundedIntText(value=seq_len, min=1, max=10**8, description="t",
-                                        style=style, layout=layout)
+    def __init__(self, preset: str = "llama-3-8b", seq_len: int = 4096):
+        self.base = presets.load(preset)
+        style, layout = {"description_width": "36px"}, W.Layout(width="170px")
+
+        def box(value: int, label: str, top: int) -> W.BoundedIntText:
+            return W.BoundedIntText(value=value, min=1, max=top, description=label, style=style,
+                                    layout=layout)
+
+        self.hidden = box(self.base.hidden_size, "H", 10**6)
+        self.heads = box(self.base.num_attention_heads, "n_h", 4096)
+        self.n_kv = W.Dropdown(options=divisors(self.base.num_attention_heads),
+                               value=self.base.num_key_value_heads, description="n_kv",
+                               style=style, layout=layout)
+        self.seq_len = box(seq_len, "t", 10**7)
         self.output = W.HTML()
         self.config: ModelConfig | None = None
-        for w in (self.hidden, self.n_kv, self.layers, self.seq_len):
-            w.observe(lambda _: self.update(), names="value")
+        self._busy = False
         self.heads.observe(lambda _: self._offer_n_kv(), names="value")
-        self.widget = W.VBox([W.HBox([self.hidden, self.heads, self.n_kv, self.layers,
-                                      self.seq_len]), self.output])
+        for control in (self.hidden, self.n_kv, self.seq_len):
+            control.observe(lambda _: self.update(), names="value")
+        self.widget = W.VBox([W.HBox([self.hidden, self.heads, self.n_kv, self.seq_len]),
+                              self.output])
         self.update()
 
     def _ipython_display_(self) -> None:
         display(self.widget)
 
     def _offer_n_kv(self) -> None:
+        self._busy = True
         offer_divisors(self.n_kv, self.heads.value)
+        self._busy = False
         self.update()
 
     def update(self) -> None:
-        """Recompute the numbers (or show why the sizes are invalid)."""
-        from llmmath.flops import attention_flops
-        from llmmath.kvcache import kv_cache_bytes_per_token
+        """Recompute the table (or show why the sizes are invalid)."""
+        if self._busy:
+            return
         try:
-            cfg = ModelConfig(vocab_size=1, hidden_size=self.hidden.value, intermediate_size=1,
-                              num_hidden_layers=self.layers.value,
-                              num_attention_heads=self.heads.value,
-                              num_key_value_heads=self.n_kv.value)
+            self.config = self.base.replace(hidden_size=self.hidden.value,
+                                            num_attention_heads=self.heads.value,
+                                            num_key_value_heads=self.n_kv.value)
         except ConfigError as e:
             self.config, self.output.value = None, _error(e)
             return
-        self.config, t = cfg, self.seq_len.value
-        full, causal = attention_flops(cfg, t), attention_flops(cfg, t, causal=True)
-        attention = count_params(cfg).by_group()["attention"]
-        self.output.value = _table([
-            ("d_h = H / n_h, g = n_h / n_kv", f"{cfg.head_dim}, {cfg.group_size}"),
-            ("attention parameters, all layers", f"{attention:,}"),
-            ("KV cache per token (bf16), bytes", f"{kv_cache_bytes_per_token(cfg, 'bf16'):,}"),
-            ("FLOPs per token: projections", f"{full.projections // t:,}"),
-            ("FLOPs per token: QKᵀ + AV, full", f"{full.quadratic // t:,}"),
-            ("FLOPs per token: QKᵀ + AV, causal", f"{causal.quadratic / t:,.1f}"),
-        ])
+        self.output.value = attention_html(self.config, self.seq_len.value)
 
 
 class ServingExplorer:

@@ -68,7 +68,42 @@ def test_decode_with_sliding_window_reads_at_most_w_keys():
     assert decode_attention_flops(mistral, 100_000).scores == decode_attention_flops(mistral, 4096).scores
 
 
+@given(st.one_of(st.none(), st.integers(1, 6)), st.integers(2, 40))
+def test_decode_step_is_the_difference_of_causal_counts(w, context):
+    cfg = presets.load("mistral-7b-v0.1").replace(sliding_window=w)
+    step = decode_attention_flops(cfg, context)
+    before, after = attention_flops(cfg, context - 1, causal=True), attention_flops(cfg, context, causal=True)
+    assert step.quadratic == after.quadratic - before.quadratic
+    # the pairs by brute force: query i reads keys j with i - W < j <= i
+    pairs = sum(1 for i in range(context) for j in range(context)
+                if j <= i and (w is None or j > i - w))
+    assert after.scores == 2 * 32 * 32 * 128 * pairs
+
+
+def test_sliding_window_decode_measured_equals_formula():
+    cfg = presets.load("mistral-7b-v0.1").replace(hidden_size=64, num_attention_heads=4,
+                                                  num_key_value_heads=2, intermediate_size=32,
+                                                  num_hidden_layers=1, vocab_size=50,
+                                                  sliding_window=5)
+    model = build_model(cfg, device="cpu")
+    cache = model.new_cache()
+    with torch.no_grad():
+        model(torch.randint(0, 50, (1, 11)), cache)
+    counts = measured(model.layers[0].self_attn, torch.randn(1, 1, 64), cache, 0)
+    assert counts["bmm"] == decode_attention_flops(cfg, context=12).quadratic
+
+
 @pytest.mark.parametrize("t", [0, -2, 1.5, True])
 def test_bad_length(t):
     with pytest.raises(ConfigError, match="seq_len"):
         attention_flops(presets.load("gpt2"), t)
+    with pytest.raises(ConfigError, match="context"):
+        decode_attention_flops(presets.load("gpt2"), t)
+
+
+@pytest.mark.parametrize("batch", [0, -1])
+def test_bad_batch(batch):
+    with pytest.raises(ConfigError, match="batch"):
+        attention_flops(presets.load("gpt2"), 8, batch=batch)
+    with pytest.raises(ConfigError, match="batch"):
+        decode_attention_flops(presets.load("gpt2"), 8, batch=batch)

@@ -101,6 +101,17 @@ def test_mha_to_gqa_is_exact_when_heads_in_a_group_agree():
     torch.testing.assert_close(mha_to_gqa(mha, 8)(x), mha(x))   # g = 1: a copy
 
 
+def test_mha_to_gqa_leaves_the_global_rng_alone():
+    cfg = ModelConfig(vocab_size=8, hidden_size=32, intermediate_size=8, num_hidden_layers=1,
+                      num_attention_heads=8)
+    mha = Attention(cfg)
+    torch.manual_seed(5)
+    mha_to_gqa(mha, 2)
+    after = torch.rand(3)
+    torch.manual_seed(5)
+    assert torch.equal(after, torch.rand(3))
+
+
 def test_mha_to_gqa_refuses_non_divisor():
     cfg = ModelConfig(vocab_size=8, hidden_size=32, intermediate_size=8, num_hidden_layers=1,
                       num_attention_heads=8)

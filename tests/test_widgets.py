@@ -48,20 +48,20 @@ def test_switching_preset_keeps_explicit_head_dim():
 
 
 def test_attention_explorer_numbers_come_from_llmmath():
-    from llmmath import ModelConfig
     from llmmath.flops import attention_flops
     from llmmath.kvcache import kv_cache_bytes_per_token
     from llmmath.widgets import AttentionExplorer
-    explorer = AttentionExplorer(hidden_size=2048, num_attention_heads=16, num_key_value_heads=2,
-                                 num_hidden_layers=36, seq_len=1000)
-    cfg = ModelConfig(vocab_size=1, hidden_size=2048, intermediate_size=1, num_hidden_layers=36,
-                      num_attention_heads=16, num_key_value_heads=2)
+    explorer = AttentionExplorer("qwen2.5-3b", seq_len=1000)
+    cfg = presets.load("qwen2.5-3b")
     assert explorer.config == cfg
     assert f"{count_params(cfg).by_group()['attention']:,}" in explorer.output.value
     assert f"{kv_cache_bytes_per_token(cfg):,}" in explorer.output.value
-    assert f"{attention_flops(cfg, 1000).quadratic // 1000:,}" in explorer.output.value
-    explorer.heads.value = 12                       # 2 divides 12: kept
-    assert explorer.n_kv.value == 2 and list(explorer.n_kv.options) == divisors(12)
+    assert f"{attention_flops(cfg, 1000, causal=True).total // 1000:,}" in explorer.output.value
+    mha = cfg.replace(num_key_value_heads=16)                # the MHA twin column
+    assert f"{kv_cache_bytes_per_token(mha):,}" in explorer.output.value
+    explorer.heads.value = 8                        # 2 divides 8: kept
+    assert explorer.n_kv.value == 2 and list(explorer.n_kv.options) == divisors(8)
+    assert explorer.config == cfg.replace(num_attention_heads=8)
     explorer.heads.value = 9                        # 2 does not divide 9: back to MHA
     assert explorer.n_kv.value == 9 and explorer.config is None     # 2048 % 9 != 0
     assert "must be divisible" in explorer.output.value
