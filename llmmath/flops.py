@@ -95,3 +95,22 @@ def _projection_weights(cfg: ModelConfig) -> int:
     """Weights of q, k, v and o in one layer: H·n_h·d_h + 2·H·n_kv·d_h + n_h·d_h·H."""
     H, q, kv = cfg.hidden_size, cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
     return H * q + 2 * H * kv + q * H
+
+
+def rope_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> int:
+    """FLOPs RoPE adds in a forward pass: ``x·cos + rotate_half(x)·sin`` on every query and key
+    element, 3 FLOPs each (two multiplies, one add; the sign flip and the cos/sin table, computed
+    once, are not counted): 3·(n_h + n_kv)·d_h per token per layer. Zero for learned positions."""
+    _positive("seq_len", seq_len)
+    _positive("batch", batch)
+    if cfg.position_embedding_type != "rope":
+        return 0
+    per_token = 3 * (cfg.num_attention_heads + cfg.num_key_value_heads) * cfg.head_dim
+    return cfg.num_hidden_layers * batch * seq_len * per_token
+
+
+def lm_head_flops(cfg: ModelConfig, tokens: int = 1) -> int:
+    """FLOPs of the LM head for ``tokens`` tokens: 2·H·V each (tied or not: the matmul runs
+    either way). The embedding lookup before the first layer costs no FLOPs: it copies rows."""
+    _positive("tokens", tokens)
+    return 2 * cfg.hidden_size * cfg.vocab_size * tokens

@@ -21,6 +21,13 @@ PUBLISHED = {
     "qwen2.5-3b": 3_085_938_688,
     "gpt2": 124_439_808,
     "minimind2-small": 25_829_888,
+    "llama-2-13b": 13_015_864_320,
+    "llama-2-70b": 68_976_648_192,
+    "llama-3-70b": 70_553_706_496,
+    "llama-3.2-1b": 1_235_814_400,
+    "llama-3.2-3b": 3_212_749_824,
+    "qwen2.5-0.5b": 494_032_768,
+    "qwen2.5-7b": 7_615_616_512,
 }
 
 
@@ -48,6 +55,12 @@ def test_model_card_rounded_figures():
     # Qwen2.5-3B model card: 3.09B parameters, 2.77B non-embedding.
     qwen25 = count_params(ModelConfig.from_hf_config(hf_config("qwen2.5-3b")))
     assert (round(qwen25.total / 1e9, 2), round(qwen25.non_embedding / 1e9, 2)) == (3.09, 2.77)
+    # Qwen2.5-0.5B: 0.49B / 0.36B; Qwen2.5-7B: 7.61B / 6.53B (untied: the head is left out too).
+    # The cards sometimes round and sometimes truncate: within 0.01B either way.
+    for name, total, non_embedding in (("qwen2.5-0.5b", 0.49, 0.36), ("qwen2.5-7b", 7.61, 6.53)):
+        counts = count_params(ModelConfig.from_hf_config(hf_config(name)))
+        assert abs(counts.total / 1e9 - total) < 0.01
+        assert abs(counts.non_embedding / 1e9 - non_embedding) < 0.01
     # Qwen3-0.6B model card: 0.6B parameters, 0.44B non-embedding.
     qwen3 = count_params(ModelConfig.from_hf_config(hf_config("qwen3-0.6b")))
     assert (round(qwen3.total / 1e9, 1), round(qwen3.non_embedding / 1e9, 2)) == (0.6, 0.44)
