@@ -27,6 +27,42 @@ class ConfigError(ValueError):
     """A configuration that cannot be counted; the message names the field and the rule."""
 
 
+ROPE_SCALING_TYPES = ("linear", "llama3")
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """A config's ``rope_scaling`` (context extension of RoPE; no effect on any count).
+
+    ``rope_type`` ``"linear"`` (position interpolation) and ``"llama3"`` (Llama 3.1) are applied
+    by the reference attention (`llmmath.rope.scaled_inv_freq`); other types (``"yarn"``,
+    ``"dynamic"``, ...) are kept by name and refused there, never approximated.
+    """
+
+    rope_type: str
+    factor: float
+    low_freq_factor: float | None = None
+    high_freq_factor: float | None = None
+    original_max_position_embeddings: int | None = None
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "RopeScaling | None":
+        """Read HF's ``rope_scaling`` dict (``rope_type`` or the older ``type`` key)."""
+        rope_type = raw.get("rope_type", raw.get("type"))
+        if rope_type in (None, "default"):
+            return None
+        factor = raw.get("factor")
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+            raise ConfigError(f"rope_scaling.factor must be a positive number, got {factor!r}")
+        scaling = cls(str(rope_type), float(factor), raw.get("low_freq_factor"),
+                      raw.get("high_freq_factor"), raw.get("original_max_position_embeddings"))
+        if scaling.rope_type == "llama3":
+            for name in ("low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
+                if getattr(scaling, name) is None:
+                    raise ConfigError(f"rope_scaling.{name} is missing; rope_type llama3 needs it")
+        return scaling
+
+
 def _positive_int(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
@@ -86,6 +122,7 @@ class ModelConfig:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-6
     sliding_window: int | None = None
+    rope_scaling: RopeScaling | None = None
     model_type: str = "llama"
 
     def __post_init__(self) -> None:
@@ -225,6 +262,7 @@ def _rope_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         qk_norm=model_type == "qwen3",
         max_position_embeddings=_optional(raw, "max_position_embeddings", 2048),
         rope_theta=_rope_theta(raw),
+        rope_scaling=_rope_scaling(raw),
         norm_eps=_optional(raw, "rms_norm_eps", 1e-6),
         sliding_window=_sliding_window(raw, model_type),
     )
@@ -239,6 +277,17 @@ def _rope_theta(raw: Mapping[str, Any]) -> float:
     if isinstance(nested, Mapping) and nested.get("rope_theta") is not None:
         return nested["rope_theta"]
     return 10000.0
+
+
+def _rope_scaling(raw: Mapping[str, Any]) -> RopeScaling | None:
+    """``rope_scaling``, or ``rope_parameters`` (transformers 5 configs), as a `RopeScaling`."""
+    for key in ("rope_scaling", "rope_parameters"):
+        value = raw.get(key)
+        if value is not None:
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{key} must be a JSON object, got {value!r}")
+            return RopeScaling.from_dict(value)
+    return None
 
 
 def _sliding_window(raw: Mapping[str, Any], model_type: str) -> int | None:

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from llmmath.config import ConfigError, ModelConfig
-from llmmath.rope import apply_rope, rope_cos_sin
+from llmmath.rope import apply_rope, rope_cos_sin, scaled_inv_freq
 
 ACTIVATIONS = {
     "silu": F.silu,
@@ -161,7 +161,7 @@ class Attention(nn.Module):
         if cfg.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         if cfg.position_embedding_type == "rope":
-            cos, sin = rope_cos_sin(cfg.head_dim, t, cfg.rope_theta, offset=start)
+            cos, sin = rope_cos_sin(cfg.head_dim, t, offset=start, inv_freq=scaled_inv_freq(cfg))
             q, k = apply_rope(q, cos.to(x), sin.to(x)), apply_rope(k, cos.to(x), sin.to(x))
         if cache is not None:
             k, v = cache.update(layer, k, v)                                # (b, n_kv, t_k, d_h)

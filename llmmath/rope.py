@@ -25,6 +25,8 @@ import math
 
 import torch
 
+from llmmath.config import ConfigError, ModelConfig
+
 
 def rope_inv_freq(head_dim: int, theta: float = 10000.0) -> torch.Tensor:
     """θ_i = theta^(−2i/head_dim) for i = 0 … head_dim/2 − 1, in radians per position (float64)."""
@@ -95,6 +97,9 @@ def permute_for_rotate_half(weight: torch.Tensor, num_heads: int) -> torch.Tenso
     interleaved layout to the ``rotate_half`` layout, head by head (Hugging Face's
     ``convert_llama_weights_to_hf.py``, ``permute``)."""
     out_features, hidden = weight.shape
+    if out_features % num_heads or (out_features // num_heads) % 2:
+        raise ValueError(f"weight rows ({out_features}) must split into {num_heads} heads of an "
+                         f"even head_dim")
     head_dim = out_features // num_heads
     return (weight.view(num_heads, head_dim // 2, 2, hidden).transpose(1, 2)
             .reshape(out_features, hidden))
@@ -108,7 +113,15 @@ def position_interpolation_inv_freq(inv_freq: torch.Tensor, factor: float) -> to
 
 def ntk_scaled_theta(theta: float, factor: float, head_dim: int) -> float:
     """"NTK-aware" base scaling (bloc97, 2023): base · factor^(d/(d−2)), so the lowest frequency
-    is divided by ``factor`` while the highest barely changes."""
+    is divided by ``factor``, the highest (θ₀ = 1) is unchanged and the fast pairs barely move.
+
+    Raises:
+        ValueError: ``head_dim`` is not an even number above 2, or ``factor`` is not positive.
+    """
+    if head_dim % 2 or head_dim <= 2:
+        raise ValueError(f"head_dim ({head_dim}) must be an even number above 2")
+    if factor <= 0:
+        raise ValueError(f"factor ({factor}) must be positive")
     return theta * factor ** (head_dim / (head_dim - 2))
 
 
@@ -128,3 +141,23 @@ def llama3_inv_freq(inv_freq: torch.Tensor, factor: float = 8.0, low_freq_factor
     smoothed = (1 - smooth) * scaled / factor + smooth * scaled
     medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
     return torch.where(medium, smoothed, scaled)
+
+
+def scaled_inv_freq(cfg: ModelConfig) -> torch.Tensor:
+    """The frequencies the model rotates with: `rope_inv_freq` at ``cfg.rope_theta``, scaled by
+    ``cfg.rope_scaling`` when it is ``"linear"`` or ``"llama3"``.
+
+    Raises:
+        ConfigError: another ``rope_type`` (YaRN, dynamic NTK, ...), which llmmath does not model.
+    """
+    inv_freq = rope_inv_freq(cfg.head_dim, cfg.rope_theta)
+    scaling = cfg.rope_scaling
+    if scaling is None:
+        return inv_freq
+    if scaling.rope_type == "linear":
+        return position_interpolation_inv_freq(inv_freq, scaling.factor)
+    if scaling.rope_type == "llama3":
+        return llama3_inv_freq(inv_freq, scaling.factor, scaling.low_freq_factor,
+                               scaling.high_freq_factor, scaling.original_max_position_embeddings)
+    raise ConfigError(f"rope_scaling type {scaling.rope_type!r} is not modelled by llmmath's "
+                      f"reference attention (it applies linear and llama3); counts are unaffected")

@@ -1,11 +1,16 @@
 """ipywidgets explorers. Thin: every number comes from a tested `llmmath` function.
 
-`ParamExplorer` lets a reader pick a preset, change H, L, n_h, n_kv (only divisors of n_h are
-offered), V, I and tying, and see the exact breakdown and a bar chart. An invalid combination
-shows the `ConfigError` message instead of a traceback. On the static site the saved initial
-state is shown.
+- `ParamExplorer` (chapter 1): a preset, H, L, n_h, n_kv (only divisors of n_h are offered), V,
+  I and tying → the exact breakdown and a bar chart.
+- `AttentionExplorer` (chapter 3): H, n_h, n_kv, t → attention parameters, KV bytes per token,
+  FLOPs per token, beside the MHA twin.
+- `RotaryExplorer` (chapter 6): a RoPE pair rotating with position, and the wavelengths.
+- `ServingExplorer` (chapter 7): a preset, dtypes, batch, context, GPU memory → what fits.
 
-The explorer's bar chart is drawn as HTML, not with matplotlib: one matplotlib redraw costs about
+An invalid combination shows the `ConfigError` message instead of a traceback. On the static
+site the saved initial state is shown.
+
+The charts are drawn as HTML and SVG, not with matplotlib: one matplotlib redraw costs about
 45 ms on a 2-core laptop CPU before any PNG is encoded, over the 50 ms budget for a control change,
 while the HTML bars redraw in well under a millisecond and keep working in the static page. The
 chapters' figures use matplotlib (`llmmath.plots`) with the same colours.
@@ -14,6 +19,7 @@ chapters' figures use matplotlib (`llmmath.plots`) with the same colours.
 from __future__ import annotations
 
 import html
+import math
 
 import ipywidgets as W
 from IPython.display import display
@@ -302,3 +308,94 @@ class ServingExplorer:
             (f"longest context for a batch of {batch:,}", f"{fit.max_seq_len:,} tokens "
              f"({built_for})"),
         ])
+
+
+def pair_svg(cos_a: float, sin_a: float, size: int = 170) -> str:
+    """A circle with the pair at position 0 (grey) and at position m (orange)."""
+    c, rad = size / 2, size / 2 - 12
+    x, y = c + rad * cos_a, c - rad * sin_a
+    return (f"<svg width='{size}' height='{size}' viewBox='0 0 {size} {size}'>"
+            f"<circle cx='{c}' cy='{c}' r='{rad}' fill='none' stroke='#bbbbbb'/>"
+            f"<line x1='{c - rad}' y1='{c}' x2='{c + rad}' y2='{c}' stroke='#eeeeee'/>"
+            f"<line x1='{c}' y1='{c - rad}' x2='{c}' y2='{c + rad}' stroke='#eeeeee'/>"
+            f"<line x1='{c}' y1='{c}' x2='{c + rad}' y2='{c}' stroke='#999999' stroke-width='2'/>"
+            f"<line x1='{c}' y1='{c}' x2='{x:.1f}' y2='{y:.1f}' stroke='#dd8452' stroke-width='3'/>"
+            f"<circle cx='{x:.1f}' cy='{y:.1f}' r='4' fill='#dd8452'/></svg>")
+
+
+def wavelength_svg(wavelengths: torch.Tensor, pair: int, position: int, width: int = 330,
+                   height: int = 170, top: float = 7.0) -> str:
+    """Bars of log10 λ_i (1 to 10^top tokens), the selected pair orange, a line at position m."""
+    floor = height - 14
+    y = lambda v: floor - (floor - 6) * math.log10(v) / top
+    bw = width / len(wavelengths)
+    bars = "".join(f"<rect x='{i * bw:.1f}' y='{y(v):.1f}' width='{max(bw - 1, 1):.1f}' "
+                   f"height='{floor - y(v):.1f}' fill='{'#dd8452' if i == pair else '#4c72b0'}'/>"
+                   for i, v in enumerate(wavelengths.tolist()))
+    line = (f"<line x1='0' y1='{y(position):.1f}' x2='{width}' y2='{y(position):.1f}' stroke='#333333' "
+            f"stroke-dasharray='4 3'/><text x='4' y='{y(position) - 3:.1f}' font-size='10'>"
+            f"m = {position:,}</text>" if position >= 1 else "")
+    return (f"<svg width='{width}' height='{height}' viewBox='0 0 {width} {height}'>{bars}{line}"
+            f"<text x='0' y='{height - 2}' font-size='10'>pair 0</text>"
+            f"<text x='{width}' y='{height - 2}' font-size='10' text-anchor='end'>pair {len(wavelengths) - 1}</text>"
+            f"<text x='2' y='10' font-size='10'>λ_i, log scale, 1 to 10^{top:g} tokens</text></svg>")
+
+
+class RotaryExplorer:
+    """Position m, pair i, base and d_h → the rotated pair and the wavelengths (HTML/SVG).
+
+    Every number comes from `llmmath.rope` (`rope_inv_freq`, `rope_wavelengths`,
+    `rope_cos_sin`); the pictures are SVG so a redraw takes well under a millisecond.
+    """
+
+    BASES = [("10⁴ (LLaMA 1/2)", 1e4), ("5·10⁵ (Llama 3)", 5e5), ("10⁶ (Qwen, MiniMind)", 1e6)]
+
+    def __init__(self, position: int = 100, pair: int = 8, base: float = 1e4, head_dim: int = 128):
+        style = {"description_width": "70px"}
+        self.position = W.IntSlider(value=position, min=0, max=32768, description="position m",
+                                    style=style, layout=W.Layout(width="460px"))
+        self.pair = W.IntSlider(value=pair, min=0, max=head_dim // 2 - 1, description="pair i",
+                                style=style, layout=W.Layout(width="300px"))
+        self.base = W.Dropdown(options=self.BASES, value=base, description="base", style=style)
+        self.head_dim = W.Dropdown(options=[64, 128], value=head_dim, description="d_h", style=style)
+        self.output = W.HTML()
+        self._busy = False
+        for control in (self.position, self.pair, self.base, self.head_dim):
+            control.observe(lambda _: self.update(), names="value")
+        self.widget = W.VBox([W.HBox([self.position, self.pair]), W.HBox([self.base, self.head_dim]),
+                              self.output])
+        self.update()
+
+    def _ipython_display_(self) -> None:
+        display(self.widget)
+
+    def numbers(self) -> dict:
+        """The numbers shown, from llmmath.rope: θ_i, λ_i, cos and sin of m·θ_i, angle, turns."""
+        from llmmath.rope import rope_cos_sin, rope_inv_freq, rope_wavelengths
+        d, i, m, base = self.head_dim.value, self.pair.value, self.position.value, self.base.value
+        cos, sin = rope_cos_sin(d, 1, base, offset=m)
+        wavelengths = rope_wavelengths(d, base)
+        theta_i = float(rope_inv_freq(d, base)[i])
+        return dict(theta=theta_i, wavelength=float(wavelengths[i]), cos=float(cos[0, i]),
+                    sin=float(sin[0, i]), angle=m * theta_i, turns=m * theta_i / (2 * math.pi),
+                    done=int((wavelengths <= m).sum()), wavelengths=wavelengths)
+
+    def update(self) -> None:
+        """Recompute and redraw."""
+        if self._busy:
+            return
+        self._busy = True
+        self.pair.max = self.head_dim.value // 2 - 1          # clamps the pair when d_h shrinks
+        self._busy = False
+        v = self.numbers()
+        rows = [("θ_i, radians per token", f"{v['theta']:.6g}"),
+                ("wavelength λ_i = 2π/θ_i", f"{v['wavelength']:,.1f} tokens"),
+                ("angle m·θ_i", f"{v['angle']:,.3f} rad = {v['turns']:,.3f} turns"),
+                ("(cos, sin) of the angle", f"({v['cos']:.4f}, {v['sin']:.4f})"),
+                ("pairs with λ ≤ m", f"{v['done']} of {self.head_dim.value // 2}")]
+        table = "".join(f"<tr><td>{html.escape(k)}</td><td style='text-align:right'>{val}</td></tr>"
+                        for k, val in rows)
+        self.output.value = (
+            f"<div style='display:flex;gap:18px;align-items:center'>{pair_svg(v['cos'], v['sin'])}"
+            f"{wavelength_svg(v['wavelengths'], self.pair.value, self.position.value)}</div>"
+            f"<table><tbody>{table}</tbody></table>")

@@ -128,3 +128,28 @@ def test_rope_and_lm_head_flops():
     assert rope_flops(llama, 10) == 32 * 10 * 3 * (32 + 8) * 128
     assert rope_flops(presets.load("gpt2"), 10) == 0
     assert lm_head_flops(llama, 3) == 3 * 2 * 4096 * 128256
+
+
+def test_rope_scaling_read_and_applied_by_the_reference_attention():
+    from llmmath import ConfigError, ModelConfig
+    from llmmath.modules import Attention
+    from llmmath.rope import scaled_inv_freq
+    cfg = presets.load("llama-3.1-405b")
+    assert (cfg.rope_scaling.rope_type, cfg.rope_scaling.factor) == ("llama3", 8.0)
+    assert presets.load("llama-3.2-1b").rope_scaling.factor == 32.0
+    assert presets.load("llama-3-8b").rope_scaling is None
+    torch.testing.assert_close(scaled_inv_freq(cfg),
+                               llama3_inv_freq(rope_inv_freq(128, 500_000.0), 8.0, 1.0, 4.0, 8192))
+    linear = ModelConfig.from_hf_config({**presets.get("llama-2-7b").hf_config,
+                                         "rope_scaling": {"type": "linear", "factor": 4.0}})
+    torch.testing.assert_close(scaled_inv_freq(linear), rope_inv_freq(128) / 4)
+    yarn = ModelConfig.from_hf_config({**presets.get("qwen2.5-3b").hf_config,
+                                       "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                                        "original_max_position_embeddings": 32768}})
+    assert yarn.rope_scaling.rope_type == "yarn"              # kept by name; counts unaffected
+    small = yarn.replace(hidden_size=32, num_attention_heads=4, num_key_value_heads=2)
+    with pytest.raises(ConfigError, match="'yarn' is not modelled"):
+        Attention(small)(torch.randn(1, 3, 32))
+    with pytest.raises(ConfigError, match="rope_scaling.factor"):
+        ModelConfig.from_hf_config({**presets.get("llama-2-7b").hf_config,
+                                    "rope_scaling": {"rope_type": "linear", "factor": 0}})

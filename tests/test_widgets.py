@@ -76,3 +76,18 @@ def test_serving_explorer_matches_serving_fit():
     assert explorer.fit == serving_fit(presets.load("llama-3-8b"), 80 * 10**9, 8, 8192,
                                        cache_dtype="int4")
     assert f"{explorer.fit.max_batch:,}" in explorer.output.value
+
+
+def test_rotary_explorer_numbers_come_from_llmmath_rope():
+    import math
+    from llmmath.rope import rope_cos_sin, rope_inv_freq
+    from llmmath.widgets import RotaryExplorer
+    explorer = RotaryExplorer(position=100, pair=8, base=1e4, head_dim=128)
+    v = explorer.numbers()
+    assert v["theta"] == float(rope_inv_freq(128, 1e4)[8])
+    cos, sin = rope_cos_sin(128, 1, 1e4, offset=100)
+    assert (v["cos"], v["sin"]) == (float(cos[0, 8]), float(sin[0, 8]))
+    assert math.isclose(v["wavelength"], 2 * math.pi / v["theta"])
+    explorer.head_dim.value = 64                     # pairs shrink to 32: the slider follows
+    assert explorer.pair.max == 31
+    assert "<svg" in explorer.output.value

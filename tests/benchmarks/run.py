@@ -59,6 +59,7 @@ WIDGETS = {
     "ParamExplorer": ("ParamExplorer('llama-2-7b')", "explorer.sizes['num_hidden_layers']"),
     "AttentionExplorer": ("AttentionExplorer()", "explorer.seq_len"),
     "ServingExplorer": ("ServingExplorer()", "explorer.batch"),
+    "RotaryExplorer": ("RotaryExplorer()", "explorer.position"),
 }
 
 
