@@ -114,3 +114,12 @@ def lm_head_flops(cfg: ModelConfig, tokens: int = 1) -> int:
     either way). The embedding lookup before the first layer costs no FLOPs: it copies rows."""
     _positive("tokens", tokens)
     return 2 * cfg.hidden_size * cfg.vocab_size * tokens
+
+
+def ffn_flops(cfg: ModelConfig, tokens: int = 1) -> int:
+    """Matmul FLOPs of the FFN blocks for ``tokens`` tokens: 2 × the FFN weights × tokens, all L
+    layers (gated: 2·3·H·I per layer and token; plain: 2·2·H·I). The activation and the gating
+    product (about I FLOPs each) are left out."""
+    _positive("tokens", tokens)
+    matrices = 3 if cfg.mlp_type == "gated" else 2
+    return cfg.num_hidden_layers * tokens * 2 * matrices * cfg.hidden_size * cfg.intermediate_size

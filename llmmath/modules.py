@@ -226,16 +226,22 @@ class MLP(nn.Module):
 
 
 class DecoderBlock(nn.Module):
-    """A pre-norm decoder block: x + attn(norm(x)), then h + mlp(norm(h))."""
+    """A decoder block. Pre-norm (every model here): x + attn(norm(x)), then h + mlp(norm(h)).
+    With ``pre_norm=False``, the original Transformer's post-norm (Vaswani et al. 2017):
+    norm(x + attn(x)), then norm(h + mlp(h)). Same parameters either way."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, pre_norm: bool = True):
         super().__init__()
+        self.pre_norm = pre_norm
         self.input_layernorm = make_norm(cfg, cfg.hidden_size)
         self.self_attn = Attention(cfg)
         self.post_attention_layernorm = make_norm(cfg, cfg.hidden_size)
         self.mlp = MLP(cfg)
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+        if not self.pre_norm:
+            h = self.input_layernorm(x + self.self_attn(x, cache, layer))
+            return self.post_attention_layernorm(h + self.mlp(h))
         h = x + self.self_attn(self.input_layernorm(x), cache, layer)
         return h + self.mlp(self.post_attention_layernorm(h))
 

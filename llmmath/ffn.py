@@ -1,0 +1,61 @@
+"""Feed-forward sizing: how real models choose the intermediate size I.
+
+A plain GELU MLP has two H × I matrices with I = 4H (Vaswani et al. 2017; GPT-2). A gated
+(SwiGLU) FFN has three, so I = 8H/3 keeps the parameter count equal: 2·H·4H = 3·H·(8H/3)
+(Shazeer 2020, Sec. 2). Real models then round I to a hardware-friendly multiple, each in its own
+way: `llama_intermediate_size` (Meta's ``llama/model.py``, ``FeedForward``) and
+`minimind_intermediate_size` (MiniMind's ``FeedForward``, note 003).
+
+Explained in the chapter *The feed-forward network* (``chapters/04_ffn.ipynb``).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from llmmath.config import ConfigError, ModelConfig
+
+
+def _positive(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def round_up(value: int, multiple: int) -> int:
+    """The smallest multiple of ``multiple`` that is ≥ ``value``."""
+    _positive("multiple", multiple)
+    return multiple * ((value + multiple - 1) // multiple)
+
+
+def llama_intermediate_size(dim: int, multiple_of: int = 256,
+                            ffn_dim_multiplier: float | None = None) -> int:
+    """Meta's rule: hidden = int(2·4·dim/3), times ``ffn_dim_multiplier`` (then int), rounded
+    up to a multiple of ``multiple_of``.
+
+    Llama-2-7B: dim 4096, multiple_of 256 → 11008. Llama-3-8B: 4096, 1.3, 1024 → 14336.
+    Llama-3-70B: 8192, 1.3, 4096 → 28672. Llama-3.1-405B: 16384, 1.2, 4096 → 53248
+    (the ``params.json`` of each release gives these inputs).
+    """
+    _positive("dim", dim)
+    hidden = int(2 * (4 * dim) / 3)
+    if ffn_dim_multiplier is not None:
+        hidden = int(ffn_dim_multiplier * hidden)
+    return round_up(hidden, multiple_of)
+
+
+def minimind_intermediate_size(hidden_size: int, multiple_of: int = 64) -> int:
+    """MiniMind's rule (note 003): int(hidden_size·8/3) rounded up to a multiple of 64.
+    hidden 512 → 1408."""
+    _positive("hidden_size", hidden_size)
+    return round_up(int(hidden_size * 8 / 3), multiple_of)
+
+
+def ffn_ratio(cfg: ModelConfig) -> Fraction:
+    """M = I / H exactly (note 000's ``ffn_mult``)."""
+    return Fraction(cfg.intermediate_size, cfg.hidden_size)
+
+
+def equivalent_plain_ratio(cfg: ModelConfig) -> Fraction:
+    """The ratio a plain two-matrix MLP would need for the same FFN parameters: 1.5·I/H for a
+    gated FFN (3·H·I = 2·H·(1.5·I)), I/H for a plain one."""
+    return ffn_ratio(cfg) * (Fraction(3, 2) if cfg.mlp_type == "gated" else 1)

@@ -1,0 +1,54 @@
+"""The cost of a norm: FLOPs and bytes moved per token, and why norms are memory-bound.
+
+Per token of H features (Zhang & Sennrich 2019 for RMSNorm; Ba et al. 2016 for LayerNorm):
+
+- RMSNorm y = x / sqrt(mean(x²) + ε) · w: square, sum, scale, weight: 4 FLOPs per feature;
+- LayerNorm y = (x − μ) / sqrt(σ² + ε) · w + b: sum for μ, subtract, square, sum for σ²,
+  scale, weight, bias: 7 FLOPs per feature.
+
+The O(1) work per token (a division, a square root) is left out. Bytes: the input is read and
+the output written once (2·H elements) and the parameters read once (H for RMSNorm, 2H for
+LayerNorm), in the activation dtype. FLOPs per byte then stay near 1, far below a GPU's ridge
+point (hundreds of FLOPs per byte), so a norm's time is set by memory traffic, not arithmetic.
+
+Explained in the chapter *Normalization* (``chapters/05_norms.ipynb``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmmath.config import ConfigError, NORM_TYPES
+from llmmath.units import bytes_of
+
+FLOPS_PER_FEATURE = {"rmsnorm": 4, "layernorm": 7}
+PARAMS_PER_FEATURE = {"rmsnorm": 1, "layernorm": 2}
+
+
+@dataclass(frozen=True)
+class NormCost:
+    """FLOPs and bytes of one norm over ``tokens`` tokens of ``hidden_size`` features."""
+
+    flops: int
+    bytes: int
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOPs per byte."""
+        return self.flops / self.bytes
+
+
+def norm_cost(norm_type: str, hidden_size: int, tokens: int = 1, dtype: str = "bf16") -> NormCost:
+    """FLOPs and bytes moved by one ``norm_type`` norm over ``tokens`` tokens (see module doc).
+
+    Raises:
+        ConfigError: an unknown norm type, a size that is not a positive integer, a bad dtype.
+    """
+    if norm_type not in NORM_TYPES:
+        raise ConfigError(f"norm_type must be one of {', '.join(NORM_TYPES)}; got {norm_type!r}")
+    for name, value in (("hidden_size", hidden_size), ("tokens", tokens)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    flops = FLOPS_PER_FEATURE[norm_type] * hidden_size * tokens
+    moved = 2 * hidden_size * tokens + PARAMS_PER_FEATURE[norm_type] * hidden_size
+    return NormCost(flops, bytes_of(moved, dtype))
