@@ -3,6 +3,8 @@
 ``python -m llmmath params <preset | config.json> [--json]``: the exact parameter breakdown.
 ``python -m llmmath kv-cache <preset | config.json> --seq-len T [--batch B] [--dtype bf16] [--json]``:
 the KV cache in bytes.
+``python -m llmmath flops <preset | config.json> --seq-len T [--attention causal|full] [--json]``:
+forward FLOPs per token.
 
 MODEL is a preset name or the path of a Hugging Face ``config.json``. Bad input exits with status
 2 and one line on stderr, never a traceback. These paths import neither torch nor SymPy, so they
@@ -100,6 +102,44 @@ def _kv_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _number(value):
+    """An exact Fraction as an int when whole, else a float (JSON has no fractions)."""
+    return int(value) if value.denominator == 1 else float(value)
+
+
+def _flops(args: argparse.Namespace) -> int:
+    from fractions import Fraction
+    from llmmath.flops import CONVENTIONS, forward_flops_per_token
+    name, cfg = resolve(args.model)
+    f = forward_flops_per_token(cfg, args.seq_len, args.attention)
+    averaging = ("full: every token against all T keys, 4*L*T*n_h*d_h per token" if
+                 args.attention == "full" else
+                 "causal: token i (1-based) reads i keys (at most sliding_window), averaged over "
+                 "the T positions of the sequence: 4*L*n_h*d_h*pairs/T")
+    result = {
+        "model": name, "seq_len": args.seq_len, "attention": args.attention,
+        "forward_flops_per_token": _number(f.total),
+        "forward_flops_per_token_exact": str(f.total),
+        "parts": {"attention_projections": f.parts["attention"], "ffn": f.parts["ffn"],
+                  "lm_head": f.parts["lm_head"], "attention_qk_av": _number(f.attention)},
+        "matmul_flops_per_token": f.matmul,
+        "averaging": averaging,
+        "counted": "2 x every matmul weight (LM head included, tied or not) + QK^T and AV; the "
+                   "embedding lookup, biases, norms, activations and softmax are not counted",
+        "conventions": {k: _number(Fraction(fn(cfg, args.seq_len))) for k, fn in CONVENTIONS.items()},
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    rows = [("attention projections", f.parts["attention"]), ("FFN", f.parts["ffn"]),
+            ("LM head", f.parts["lm_head"]), ("QK^T and AV", float(f.attention))]
+    print(f"{name}: forward FLOPs per token at T = {args.seq_len:,} ({args.attention} attention)")
+    for label, value in rows:
+        print(f"  {label:<24}{value:>22,.1f}  {float(value / f.total):>7.2%}")
+    print(f"  {'total':<24}{float(f.total):>22,.1f}\n  {averaging}")
+    return 0
+
+
 def _count(text: str) -> int:
     try:
         value = int(text)
@@ -130,6 +170,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cache number format (default bf16)")
     k.add_argument("--json", action="store_true", help="print one JSON object")
     k.set_defaults(run=_kv_cache)
+    f = sub.add_parser("flops", help="forward FLOPs per token of a preset or a config.json",
+                       description="Forward FLOPs per token: 2 x every matmul weight (LM head "
+                                   "included) plus QK^T and AV at length T.")
+    f.add_argument("model", metavar="MODEL", help="preset name or path to a config.json")
+    f.add_argument("--seq-len", type=_count, required=True, help="sequence length T")
+    f.add_argument("--attention", choices=["causal", "full"], default="causal",
+                   help="count causal pairs (default) or all T x T")
+    f.add_argument("--json", action="store_true", help="print one JSON object")
+    f.set_defaults(run=_flops)
     return parser
 
 

@@ -16,7 +16,8 @@ Explained in the chapter *Attention: MHA, GQA and MQA* (``chapters/03_attention.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
 
 from llmmath.config import ConfigError, ModelConfig
 
@@ -123,3 +124,123 @@ def ffn_flops(cfg: ModelConfig, tokens: int = 1) -> int:
     _positive("tokens", tokens)
     matrices = 3 if cfg.mlp_type == "gated" else 2
     return cfg.num_hidden_layers * tokens * 2 * matrices * cfg.hidden_size * cfg.intermediate_size
+
+
+def matmul_weights(cfg: ModelConfig) -> dict[str, int]:
+    """Weights that take part in a matmul, by block: ``attention`` (q, k, v, o in all layers),
+    ``ffn`` (all layers) and ``lm_head`` (V·H, counted whether or not it is tied: the matmul runs
+    either way). The embedding lookup, biases and norms are not matmul weights."""
+    return {
+        "attention": cfg.num_hidden_layers * _projection_weights(cfg),
+        "ffn": cfg.num_hidden_layers * (3 if cfg.mlp_type == "gated" else 2)
+        * cfg.hidden_size * cfg.intermediate_size,
+        "lm_head": cfg.vocab_size * cfg.hidden_size,
+    }
+
+
+@dataclass(frozen=True)
+class ForwardFlops:
+    """Forward FLOPs per token: ``matmul`` parts (2 × weights, exact ints) and ``attention``
+    (QKᵀ and AV, an exact `Fraction` because causal attention averages over positions)."""
+
+    parts: dict[str, int] = field(default_factory=dict)
+    attention: Fraction = Fraction(0)
+
+    @property
+    def matmul(self) -> int:
+        return sum(self.parts.values())
+
+    @property
+    def total(self) -> Fraction:
+        return self.matmul + self.attention
+
+
+ATTENTION_MODES = ("causal", "full")
+
+
+def forward_flops_per_token(cfg: ModelConfig, seq_len: int, attention: str = "causal") -> ForwardFlops:
+    """Forward FLOPs per token of a length-``seq_len`` sequence.
+
+    2 × the weights of every matmul (`matmul_weights`: attention projections, FFN, LM head tied
+    or not; the embedding lookup is free; biases, norms, activations and softmax are not counted)
+    plus QKᵀ and AV. ``attention="full"``: every token against all T keys, 4·L·T·n_h·d_h per
+    token. ``"causal"``: token i (1-based) reads i keys (at most W with a sliding window), and the
+    count is averaged over the T positions: 4·L·n_h·d_h·pairs/T, which is 2·L·n_h·d_h·(T + 1)
+    without a window. Its matmul part ≈ 2N for untied models (Kaplan et al. 2020, Sec. 2.1).
+
+    Raises:
+        ConfigError: ``seq_len`` not a positive integer, or ``attention`` not causal or full.
+    """
+    if attention not in ATTENTION_MODES:
+        raise ConfigError(f"attention must be one of {', '.join(ATTENTION_MODES)}; got {attention!r}")
+    pairs = attention_pairs(seq_len, attention == "causal",
+                            cfg.sliding_window if attention == "causal" else None)
+    per_pair = 4 * cfg.num_hidden_layers * cfg.num_attention_heads * cfg.head_dim
+    return ForwardFlops({k: 2 * v for k, v in matmul_weights(cfg).items()},
+                        Fraction(per_pair * pairs, seq_len))
+
+
+# --- Conventions in the literature, per token of a length-T sequence (forward pass) ----------
+
+def kaplan_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
+    """Kaplan et al. 2020, Table 1: C_forward = 2N + 2·n_layer·n_ctx·d_attn, with N the
+    non-embedding matmul weights (attention and FFN; no LM head, no biases or norms) and
+    d_attn = n_h·d_h. The context term counts QKᵀ only once (not AV), full attention."""
+    w = matmul_weights(cfg)
+    d_attn = cfg.num_attention_heads * cfg.head_dim
+    return 2 * (w["attention"] + w["ffn"]) + 2 * cfg.num_hidden_layers * seq_len * d_attn
+
+
+def chinchilla_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
+    """Hoffmann et al. 2022, Appendix F: embeddings (2·V·H), per layer the QKV and output
+    projections, QKᵀ (2·T·n_h·d_h), softmax (3·n_h·T), AV (2·T·n_h·d_h), the dense block, and
+    the final logits (2·H·V); full attention. Per token (the paper's totals divided by T)."""
+    w = matmul_weights(cfg)
+    d_attn = cfg.num_attention_heads * cfg.head_dim
+    per_layer_context = 2 * seq_len * d_attn + 3 * cfg.num_attention_heads * seq_len \
+        + 2 * seq_len * d_attn
+    return (2 * cfg.vocab_size * cfg.hidden_size + 2 * (w["attention"] + w["ffn"])
+            + cfg.num_hidden_layers * per_layer_context + 2 * w["lm_head"])
+
+
+def palm_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
+    """Chowdhery et al. 2022 (PaLM), Appendix B: 6N + 12·L·H·Q·T training FLOPs per token
+    (H heads, Q head dim), so one third, 2N + 4·L·n_h·d_h·T, forward; N here is every matmul
+    weight including the LM head."""
+    return (2 * sum(matmul_weights(cfg).values())
+            + 4 * cfg.num_hidden_layers * cfg.num_attention_heads * cfg.head_dim * seq_len)
+
+
+def megatron_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
+    """Narayanan et al. 2021 (Megatron-LM), Sec. 5.1, generalised to any config: 2 × all matmul
+    weights plus the QKᵀ and AV term 4·L·n_h·d_h·T halved for the causal mask (T/2 keys per
+    token on average, where the exact causal count is (T + 1)/2)."""
+    return (2 * sum(matmul_weights(cfg).values())
+            + 2 * cfg.num_hidden_layers * cfg.num_attention_heads * cfg.head_dim * seq_len)
+
+
+CONVENTIONS = {
+    "llmmath (causal, exact)": lambda cfg, t: forward_flops_per_token(cfg, t, "causal").total,
+    "llmmath (full)": lambda cfg, t: forward_flops_per_token(cfg, t, "full").total,
+    "Kaplan et al. 2020": kaplan_forward_flops,
+    "Chinchilla (Hoffmann et al. 2022)": chinchilla_forward_flops,
+    "PaLM (Chowdhery et al. 2022)": palm_forward_flops,
+    "Megatron (Narayanan et al. 2021)": megatron_forward_flops,
+}
+
+
+def training_flops(cfg: ModelConfig, tokens: int, seq_len: int, attention: str = "causal") -> Fraction:
+    """FLOPs to train on ``tokens`` tokens: forward + backward, the backward pass costing twice
+    the forward (one matmul for the input gradient, one for the weight gradient), so 3 × forward
+    ≈ 6·N·D (Kaplan et al. 2020, Sec. 2.1; Hoffmann et al. 2022, Appendix F)."""
+    _positive("tokens", tokens)
+    return 3 * tokens * forward_flops_per_token(cfg, seq_len, attention).total
+
+
+def training_days(total_flops: float, gpus: int, peak_flops: float, mfu: float) -> float:
+    """Wall-clock days for ``total_flops`` on ``gpus`` GPUs of ``peak_flops`` FLOP/s each at
+    model FLOPs utilisation ``mfu`` (0 < mfu ≤ 1)."""
+    _positive("gpus", gpus)
+    if not 0 < mfu <= 1:
+        raise ConfigError(f"mfu must be in (0, 1], got {mfu!r}")
+    return float(total_flops) / (gpus * peak_flops * mfu) / 86400

@@ -1,10 +1,11 @@
-"""Serving memory: weights plus KV cache against a GPU's memory.
+"""Memory: weights, training state and activations, and weights plus KV cache against a GPU.
 
 Weights take N · (bytes per parameter); the KV cache takes `llmmath.kvcache.kv_cache_bytes`.
 Activations, the CUDA context and allocator fragmentation are left out: the answers are upper
 bounds on what fits (vLLM reserves such overheads before sizing its cache, Kwon et al. 2023, Sec. 4).
 
-Explained in the chapter *The KV cache* (``chapters/07_kv_cache.ipynb``).
+Explained in the chapters *The KV cache* (``chapters/07_kv_cache.ipynb``) and *Memory and
+speed* (``chapters/09_memory.ipynb``).
 """
 
 from __future__ import annotations
@@ -72,3 +73,69 @@ def serving_fit(cfg: ModelConfig, gpu_bytes: int, batch: int = 1, seq_len: int =
     else:  # the cache grows by one token's bytes per step until it no longer fits
         max_seq_len = free // (kv_cache_bytes_per_token(cfg, cache_dtype) * batch)
     return ServingFit(weights, cache, gpu_bytes, max_batch, max_seq_len, limit)
+
+
+#: Bytes per parameter of mixed-precision training with Adam (Rajbhandari et al. 2020, ZeRO,
+#: Sec. 3.1: "2Ψ + 2Ψ + 12Ψ"): 16-bit weights and gradients, and fp32 optimizer state.
+MIXED_PRECISION_ADAM = {
+    "weights (bf16)": 2,
+    "gradients (bf16)": 2,
+    "master weights (fp32)": 4,
+    "Adam first moment m (fp32)": 4,
+    "Adam second moment v (fp32)": 4,
+}
+
+
+def training_state_bytes(cfg: ModelConfig, per_parameter: dict[str, int] | None = None) -> dict[str, int]:
+    """Bytes of the training state, item by item: each entry of ``per_parameter`` (default
+    `MIXED_PRECISION_ADAM`, 16 bytes per parameter) times ``count_params(cfg).total``.
+    Activations are separate (`activation_bytes_per_layer`)."""
+    n = count_params(cfg).total
+    return {item: b * n for item, b in (per_parameter or MIXED_PRECISION_ADAM).items()}
+
+
+def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, batch: int = 1,
+                               dropout: bool = False, flash_attention: bool = False) -> dict[str, int]:
+    """Activation bytes one decoder block keeps for the backward pass, item by item, in 16-bit
+    precision (dropout masks 1 byte per element).
+
+    The items follow Korthikanti et al. 2022, Sec. 4.1, which for the GPT-3 block (MHA, 4H GELU
+    MLP, LayerNorm, dropout) totals s·b·h·(34 + 5·a·s/h) bytes; with ``dropout=True`` and a
+    GPT-style ``cfg`` this function reproduces that total exactly. For other configs each item
+    follows the config: K and V are n_kv·d_h wide (GQA), a gated FFN keeps the inputs of its
+    activation and of the product (2 + 2 + 2 + 2 = 8·s·b·I bytes), and without dropout there
+    are no masks. ``flash_attention=True`` drops the s²-sized softmax output (recomputed in the
+    backward pass; Dao et al. 2022) and keeps the softmax statistics instead (4 bytes per row per
+    head).
+    """
+    s, b, H = seq_len, batch, cfg.hidden_size
+    q, kv, a, I = (cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim,
+                   cfg.num_attention_heads, cfg.intermediate_size)
+    for name, value in (("seq_len", s), ("batch", b)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    items = {
+        "input of the first norm": 2 * s * b * H,
+        "input of q, k, v projections": 2 * s * b * H,
+        "Q and K (inputs of QKᵀ)": 2 * s * b * (q + kv),
+        "V (input of AV)": 2 * s * b * kv,
+        "input of the output projection": 2 * s * b * q,
+        "input of the second norm": 2 * s * b * H,
+        "input of the FFN": 2 * s * b * H,
+    }
+    if flash_attention:
+        items["softmax statistics (fp32)"] = 4 * a * s * b
+    else:
+        items["softmax output"] = 2 * a * s * s * b
+    if cfg.mlp_type == "gated":
+        items["gate and up outputs"] = 2 * 2 * s * b * I
+        items["activation output, product (input of down)"] = 2 * 2 * s * b * I
+    else:
+        items["input of the activation"] = 2 * s * b * I
+        items["input of the second matmul"] = 2 * s * b * I
+    if dropout:
+        if not flash_attention:
+            items["attention dropout mask"] = a * s * s * b
+            items["attention dropout output"] = 2 * a * s * s * b
+        items["dropout masks after attention and FFN"] = 2 * s * b * H
+    return items

@@ -1,0 +1,117 @@
+"""The roofline of a decode step: FLOPs against bytes read, and what bounds tokens per second.
+
+A step of batch b reads every weight once and each sequence's KV cache once, and does about
+2 FLOPs per weight per sequence plus the attention over the cache. Time is at least
+max(FLOPs / peak FLOP/s, bytes / bandwidth) (Williams et al. 2009, the roofline model; Pope et
+al. 2022, Sec. 3). At small batch the bytes win (memory-bound); the batch where the two times
+meet is where decode turns compute-bound. Model FLOPs utilisation (MFU, Chowdhery et al. 2022,
+Appendix B) is achieved model FLOP/s over peak.
+
+Explained in the chapter *Memory and speed* (``chapters/09_memory.ipynb``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmmath.config import ConfigError, ModelConfig
+from llmmath.flops import decode_attention_flops, matmul_weights
+from llmmath.kvcache import kv_cache_bytes
+from llmmath.memory import weight_bytes
+
+
+@dataclass(frozen=True)
+class GPU:
+    """Published peak numbers of an accelerator (dense, no sparsity)."""
+
+    name: str
+    peak_flops: float       # FLOP/s, dense BF16 tensor cores
+    bandwidth: float        # bytes/s of HBM
+    memory: int             # bytes
+    source: str
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOPs per byte above which a kernel is compute-bound."""
+        return self.peak_flops / self.bandwidth
+
+
+GPUS = {
+    "A100-SXM4-80GB": GPU("A100-SXM4-80GB", 312e12, 2.039e12, 80 * 2**30,
+                          "NVIDIA A100 datasheet: 312 TFLOPS BF16 dense, 2,039 GB/s HBM2e, 80 GB"),
+    "H100-SXM5-80GB": GPU("H100-SXM5-80GB", 989.4e12, 3.35e12, 80 * 2**30,
+                          "NVIDIA H100 datasheet: 1,979 TFLOPS BF16 with sparsity (989.4 dense), "
+                          "3.35 TB/s HBM3, 80 GB"),
+}
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    """One decode step of ``batch`` sequences with ``context`` tokens each."""
+
+    flops: int
+    bytes: int
+    gpu: GPU
+    batch: int
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte read."""
+        return self.flops / self.bytes
+
+    @property
+    def compute_seconds(self) -> float:
+        return self.flops / self.gpu.peak_flops
+
+    @property
+    def memory_seconds(self) -> float:
+        return self.bytes / self.gpu.bandwidth
+
+    @property
+    def seconds(self) -> float:
+        """The roofline lower bound on the step's time."""
+        return max(self.compute_seconds, self.memory_seconds)
+
+    @property
+    def memory_bound(self) -> bool:
+        return self.memory_seconds >= self.compute_seconds
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Upper bound on generated tokens per second (all sequences together)."""
+        return self.batch / self.seconds
+
+
+def decode_step(cfg: ModelConfig, gpu: GPU | str, batch: int = 1, context: int = 4096,
+                weight_dtype: str = "bf16", cache_dtype: str = "bf16") -> DecodeStep:
+    """FLOPs and bytes of one decode step: 2 × matmul weights × batch plus attention over the
+    cache (`decode_attention_flops`); bytes = all weights once + each sequence's cache once
+    (`kv_cache_bytes` at ``context`` tokens). Activations' traffic is left out."""
+    gpu = GPUS[gpu] if isinstance(gpu, str) else gpu
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0:
+        raise ConfigError(f"batch must be a positive integer, got {batch!r}")
+    attention = decode_attention_flops(cfg, context, batch)
+    flops = 2 * sum(matmul_weights(cfg).values()) * batch + attention.quadratic
+    read = weight_bytes(cfg, weight_dtype) + kv_cache_bytes(cfg, batch, context, cache_dtype)
+    return DecodeStep(flops, read, gpu, batch)
+
+
+def compute_bound_batch(cfg: ModelConfig, gpu: GPU | str, context: int = 4096,
+                        weight_dtype: str = "bf16", cache_dtype: str = "bf16",
+                        limit: int = 1 << 20) -> int | None:
+    """The smallest batch whose decode step is compute-bound, or None if none up to ``limit``
+    (with a long context the KV cache grows with the batch as fast as the FLOPs do)."""
+    def bound(b: int) -> bool:
+        return not decode_step(cfg, gpu, b, context, weight_dtype, cache_dtype).memory_bound
+    if not bound(limit):
+        return None
+    lo, hi = 1, limit
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if bound(mid) else (mid + 1, hi)
+    return lo
+
+
+def mfu(tokens_per_second: float, flops_per_token: float, gpus: int, peak_flops: float) -> float:
+    """Model FLOPs utilisation: achieved model FLOP/s over the peak of ``gpus`` accelerators."""
+    return tokens_per_second * flops_per_token / (gpus * peak_flops)
