@@ -32,8 +32,10 @@ def llama_intermediate_size(dim: int, multiple_of: int = 256,
     """Meta's rule: hidden = int(2·4·dim/3), times ``ffn_dim_multiplier`` (then int), rounded
     up to a multiple of ``multiple_of``.
 
-    Llama-2-7B: dim 4096, multiple_of 256 → 11008. Llama-3-8B: 4096, 1.3, 1024 → 14336.
-    Llama-3-70B: 8192, 1.3, 4096 → 28672. Llama-3.1-405B: 16384, 1.2, 4096 → 53248
+    ``llama_intermediate_size(4096, 256)`` → 11008 (Llama-2-7B);
+    ``llama_intermediate_size(4096, 1024, 1.3)`` → 14336 (Llama-3-8B);
+    ``llama_intermediate_size(8192, 4096, 1.3)`` → 28672 (Llama-3-70B);
+    ``llama_intermediate_size(16384, 4096, 1.2)`` → 53248 (Llama-3.1-405B)
     (the ``params.json`` of each release gives these inputs).
     """
     _positive("dim", dim)
@@ -56,6 +58,6 @@ def ffn_ratio(cfg: ModelConfig) -> Fraction:
 
 
 def equivalent_plain_ratio(cfg: ModelConfig) -> Fraction:
-    """The ratio a plain two-matrix MLP would need for the same FFN parameters: 1.5·I/H for a
-    gated FFN (3·H·I = 2·H·(1.5·I)), I/H for a plain one."""
+    """The ratio a plain two-matrix MLP would need for the same FFN weights (biases aside):
+    1.5·I/H for a gated FFN (3·H·I = 2·H·(1.5·I)), I/H for a plain one."""
     return ffn_ratio(cfg) * (Fraction(3, 2) if cfg.mlp_type == "gated" else 1)
