@@ -105,8 +105,10 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, batch: int = 1,
     follows the config: K and V are n_kv·d_h wide (GQA), a gated FFN keeps the inputs of its
     activation and of the product (2 + 2 + 2 + 2 = 8·s·b·I bytes), and without dropout there
     are no masks. ``flash_attention=True`` drops the s²-sized softmax output (recomputed in the
-    backward pass; Dao et al. 2022) and keeps the softmax statistics instead (4 bytes per row per
-    head).
+    backward pass; Dao et al. 2022) and keeps the softmax statistics instead (FlashAttention-2's
+    logsumexp, 4 bytes per row per head). K and V are sized n_kv·d_h, as GQA-aware kernels keep
+    them; an eager `repeat_kv` (as in `llmmath.modules`) would save copies n_h·d_h wide. Qwen3's
+    per-head q/k norms add their inputs (``qk_norm``).
     """
     s, b, H = seq_len, batch, cfg.hidden_size
     q, kv, a, I = (cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim,
@@ -123,6 +125,8 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, batch: int = 1,
         "input of the second norm": 2 * s * b * H,
         "input of the FFN": 2 * s * b * H,
     }
+    if cfg.qk_norm:
+        items["inputs of the q and k norms"] = 2 * s * b * (q + kv)
     if flash_attention:
         items["softmax statistics (fp32)"] = 4 * a * s * b
     else:
@@ -138,4 +142,29 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, batch: int = 1,
             items["attention dropout mask"] = a * s * s * b
             items["attention dropout output"] = 2 * a * s * s * b
         items["dropout masks after attention and FFN"] = 2 * s * b * H
+    return items
+
+
+#: Optimizer choices of `memory_budget`: bytes per parameter item by item (None: inference).
+OPTIMIZERS = {"none (inference)": None, "Adam, mixed precision": MIXED_PRECISION_ADAM}
+
+
+def memory_budget(cfg: ModelConfig, dtype: str = "bf16", optimizer: str = "Adam, mixed precision",
+                  batch: int = 1, seq_len: int = 4096, flash_attention: bool = True) -> dict[str, int]:
+    """Bytes item by item. Inference (``optimizer`` ``"none (inference)"``): weights in ``dtype``
+    and the bf16 KV cache of ``batch`` × ``seq_len`` tokens. Training: `training_state_bytes`
+    for the optimizer plus the activations of all L layers (`activation_bytes_per_layer`).
+
+    Raises:
+        ConfigError: an unknown optimizer, dtype or size.
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {optimizer!r}")
+    per_parameter = OPTIMIZERS[optimizer]
+    if per_parameter is None:
+        return {f"weights ({dtype})": weight_bytes(cfg, dtype),
+                f"KV cache (bf16), {batch:,} × {seq_len:,} tokens": kv_cache_bytes(cfg, batch, seq_len)}
+    items = training_state_bytes(cfg, per_parameter)
+    per_layer = activation_bytes_per_layer(cfg, seq_len, batch, flash_attention=flash_attention)
+    items[f"activations, {cfg.num_hidden_layers} layers"] = cfg.num_hidden_layers * sum(per_layer.values())
     return items

@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmmath.config import ConfigError, ModelConfig
-from llmmath.flops import decode_attention_flops, matmul_weights
+from llmmath.counting import count_params
+from llmmath.flops import decode_attention_flops, forward_flops_per_token, matmul_weights
 from llmmath.kvcache import kv_cache_bytes
-from llmmath.memory import weight_bytes
+from llmmath.units import bytes_of
 
 
 @dataclass(frozen=True)
@@ -38,16 +39,18 @@ class GPU:
 
 GPUS = {
     "A100-SXM4-80GB": GPU("A100-SXM4-80GB", 312e12, 2.039e12, 80 * 2**30,
-                          "NVIDIA A100 datasheet: 312 TFLOPS BF16 dense, 2,039 GB/s HBM2e, 80 GB"),
+                          "NVIDIA A100 datasheet: 312 TFLOPS BF16 dense, 2,039 GB/s HBM2e; "
+                          "'80GB' of HBM is 80 GiB (nvidia-smi: 81920 MiB)"),
     "H100-SXM5-80GB": GPU("H100-SXM5-80GB", 989.4e12, 3.35e12, 80 * 2**30,
                           "NVIDIA H100 datasheet: 1,979 TFLOPS BF16 with sparsity (989.4 dense), "
-                          "3.35 TB/s HBM3, 80 GB"),
+                          "3.35 TB/s HBM3; '80GB' of HBM is 80 GiB (nvidia-smi: 81920 MiB)"),
 }
 
 
 @dataclass(frozen=True)
-class DecodeStep:
-    """One decode step of ``batch`` sequences with ``context`` tokens each."""
+class Step:
+    """One forward step on ``gpu``: ``flops`` done and ``bytes`` read, for ``batch`` tokens
+    (a decode step: one token per sequence; a prefill: every prompt token)."""
 
     flops: int
     bytes: int
@@ -78,29 +81,67 @@ class DecodeStep:
 
     @property
     def tokens_per_second(self) -> float:
-        """Upper bound on generated tokens per second (all sequences together)."""
+        """Upper bound on tokens per second (all sequences together)."""
         return self.batch / self.seconds
 
 
+DecodeStep = Step
+
+
+def _positive(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def weights_read(cfg: ModelConfig, rows: int, dtype: str = "bf16") -> int:
+    """Bytes of weights a step over ``rows`` tokens reads: every non-embedding weight and the
+    LM head matrix (V·H, read once whether or not it is tied), but of the embedding table only
+    the rows of the tokens present (at most V; likewise for learned positions)."""
+    counts = count_params(cfg)
+    rows_read = min(rows, cfg.vocab_size) * cfg.hidden_size
+    if cfg.position_embedding_type == "learned":
+        rows_read += min(rows, cfg.max_position_embeddings) * cfg.hidden_size
+    return bytes_of(counts.non_embedding + cfg.vocab_size * cfg.hidden_size + rows_read, dtype)
+
+
 def decode_step(cfg: ModelConfig, gpu: GPU | str, batch: int = 1, context: int = 4096,
-                weight_dtype: str = "bf16", cache_dtype: str = "bf16") -> DecodeStep:
+                weight_dtype: str = "bf16", cache_dtype: str = "bf16") -> Step:
     """FLOPs and bytes of one decode step: 2 × matmul weights × batch plus attention over the
-    cache (`decode_attention_flops`); bytes = all weights once + each sequence's cache once
-    (`kv_cache_bytes` at ``context`` tokens). Activations' traffic is left out."""
+    cache (`decode_attention_flops`); bytes = the weights read (`weights_read`) + each
+    sequence's cache once (`kv_cache_bytes` at ``context`` tokens). Activations' traffic is left
+    out (a few H-sized vectors per token).
+
+    Raises:
+        ConfigError: ``batch`` or ``context`` not a positive integer, or an unknown dtype.
+    """
     gpu = GPUS[gpu] if isinstance(gpu, str) else gpu
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0:
-        raise ConfigError(f"batch must be a positive integer, got {batch!r}")
+    _positive("batch", batch)
     attention = decode_attention_flops(cfg, context, batch)
     flops = 2 * sum(matmul_weights(cfg).values()) * batch + attention.quadratic
-    read = weight_bytes(cfg, weight_dtype) + kv_cache_bytes(cfg, batch, context, cache_dtype)
-    return DecodeStep(flops, read, gpu, batch)
+    read = weights_read(cfg, batch, weight_dtype) + kv_cache_bytes(cfg, batch, context, cache_dtype)
+    return Step(flops, read, gpu, batch)
+
+
+def prefill_step(cfg: ModelConfig, gpu: GPU | str, tokens: int, batch: int = 1,
+                 weight_dtype: str = "bf16", cache_dtype: str = "bf16") -> Step:
+    """The prefill of ``batch`` prompts of ``tokens`` tokens as one step: the causal forward
+    FLOPs of every token (`forward_flops_per_token`); bytes = the weights read once and the KV
+    cache written once. Its ``batch`` is the b·t tokens processed."""
+    gpu = GPUS[gpu] if isinstance(gpu, str) else gpu
+    _positive("batch", batch)
+    per_token = forward_flops_per_token(cfg, tokens, "causal").total
+    flops = int(per_token * tokens) * batch                # whole: pairs·4·L·n_h·d_h over T
+    read = weights_read(cfg, batch * tokens, weight_dtype) + kv_cache_bytes(cfg, batch, tokens, cache_dtype)
+    return Step(flops, read, gpu, batch * tokens)
 
 
 def compute_bound_batch(cfg: ModelConfig, gpu: GPU | str, context: int = 4096,
                         weight_dtype: str = "bf16", cache_dtype: str = "bf16",
                         limit: int = 1 << 20) -> int | None:
-    """The smallest batch whose decode step is compute-bound, or None if none up to ``limit``
-    (with a long context the KV cache grows with the batch as fast as the FLOPs do)."""
+    """The smallest batch whose decode step is compute-bound, or None if there is none up to
+    ``limit`` (with a long context the KV cache grows with the batch about as fast as the FLOPs,
+    and the step may never turn compute-bound). Compute minus memory time is linear in the
+    batch, so a bisection finds it."""
     def bound(b: int) -> bool:
         return not decode_step(cfg, gpu, b, context, weight_dtype, cache_dtype).memory_bound
     if not bound(limit):
@@ -113,5 +154,14 @@ def compute_bound_batch(cfg: ModelConfig, gpu: GPU | str, context: int = 4096,
 
 
 def mfu(tokens_per_second: float, flops_per_token: float, gpus: int, peak_flops: float) -> float:
-    """Model FLOPs utilisation: achieved model FLOP/s over the peak of ``gpus`` accelerators."""
+    """Model FLOPs utilisation: achieved model FLOP/s over the peak of ``gpus`` accelerators.
+
+    Raises:
+        ConfigError: a rate, count or peak that is not positive.
+    """
+    _positive("gpus", gpus)
+    for name, value in (("tokens_per_second", tokens_per_second),
+                        ("flops_per_token", flops_per_token), ("peak_flops", peak_flops)):
+        if not value > 0:
+            raise ConfigError(f"{name} must be positive, got {value!r}")
     return tokens_per_second * flops_per_token / (gpus * peak_flops)

@@ -6,6 +6,8 @@
   FLOPs per token, beside the MHA twin.
 - `RotaryExplorer` (chapter 6): a RoPE pair rotating with position, and the wavelengths.
 - `ServingExplorer` (chapter 7): a preset, dtypes, batch, context, GPU memory → what fits.
+- `MemoryBudget` and `RooflineExplorer` (chapter 9): training and serving memory item by item;
+  a decode step on the roofline.
 
 An invalid combination shows the `ConfigError` message instead of a traceback. On the static
 site the saved initial state is shown.
@@ -399,3 +401,202 @@ class RotaryExplorer:
             f"<div style='display:flex;gap:18px;align-items:center'>{pair_svg(v['cos'], v['sin'])}"
             f"{wavelength_svg(v['wavelengths'], self.pair.value, self.position.value)}</div>"
             f"<table><tbody>{table}</tbody></table>")
+
+
+MEMORY_DTYPES = ("fp32", "bf16", "fp8", "int8", "int4")
+
+
+BAR_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3")
+
+
+def budget_html(items: dict[str, int], gpu_bytes: int) -> str:
+    """A table of the items and a stacked bar against the GPU's size."""
+    total = sum(items.values())
+    rows = "".join(f"<tr><td>{html.escape(k)}</td><td style='text-align:right'>{v:,}</td>"
+                   f"<td style='text-align:right'>{v / 10**9:,.2f}</td>"
+                   f"<td style='text-align:right'>{v / total:.1%}</td></tr>" for k, v in items.items())
+    verdict = ("<b style='color:#080'>fits</b>" if total <= gpu_bytes else
+               f"<b style='color:#b00'>does not fit</b>: at least {-(-total // gpu_bytes):,} such GPUs")
+    scale = 420 / max(total, gpu_bytes)
+    bar = "".join(f"<span title='{html.escape(k)}' style='display:inline-block;height:16px;"
+                  f"width:{v * scale:.1f}px;background:{BAR_COLORS[i % len(BAR_COLORS)]}'></span>"
+                  for i, (k, v) in enumerate(items.items()))
+    legend = " ".join(f"<span style='color:{BAR_COLORS[i % len(BAR_COLORS)]}'>■</span> "
+                      f"{html.escape(k)}" for i, k in enumerate(items))
+    marker = (f"<div style='position:absolute;left:{gpu_bytes * scale:.1f}px;top:-3px;height:22px;"
+              f"border-left:2px dashed #333'></div>")
+    return (f"<table><thead><tr><th>item</th><th>bytes</th><th>GB</th><th>share</th></tr></thead>"
+            f"<tbody>{rows}<tr><td><b>total</b></td><td style='text-align:right'><b>{total:,}</b></td>"
+            f"<td style='text-align:right'><b>{total / 10**9:,.2f}</b></td><td></td></tr></tbody></table>"
+            f"<div>against {gpu_bytes / 10**9:,.2f} GB: {verdict}</div>"
+            f"<div style='position:relative;width:430px;margin:8px 0 2px 0;white-space:nowrap'>{bar}{marker}</div>"
+            f"<div style='font-size:11px'>{legend}; dashed line: the GPU</div>")
+
+
+class MemoryBudget:
+    """Preset, number format, optimizer, batch, sequence, flash attention and GPU size (GB =
+    10⁹ bytes) → the bytes item by item (`llmmath.memory.memory_budget`) against the GPU."""
+
+    def __init__(self, preset: str = "llama-3-8b", dtype: str = "bf16",
+                 optimizer: str = "Adam, mixed precision", batch: int = 1, seq_len: int = 4096,
+                 flash: bool = True, gpu_gb: float = 80.0):
+        from llmmath.memory import OPTIMIZERS
+        style, layout = {"description_width": "75px"}, W.Layout(width="250px")
+        self.preset = W.Dropdown(options=presets.names(), value=preset, description="model",
+                                 style=style, layout=layout)
+        self.dtype = W.Dropdown(options=MEMORY_DTYPES, value=dtype, description="weights",
+                                style=style, layout=layout)
+        self.optimizer = W.Dropdown(options=list(OPTIMIZERS), value=optimizer,
+                                    description="optimizer", style=style, layout=layout)
+        self.batch = W.BoundedIntText(value=batch, min=1, max=10**6, description="batch",
+                                      style=style, layout=layout)
+        self.seq_len = W.BoundedIntText(value=seq_len, min=1, max=10**7, description="sequence",
+                                        style=style, layout=layout)
+        self.flash = W.Checkbox(value=flash, description="flash attention", indent=False)
+        self.gpu_gb = W.BoundedFloatText(value=gpu_gb, min=0.001, max=10**6,
+                                         description="GPU (GB)", style=style, layout=layout)
+        self.output = W.HTML()
+        controls = (self.preset, self.dtype, self.optimizer, self.batch, self.seq_len,
+                    self.flash, self.gpu_gb)
+        for control in controls:
+            control.observe(lambda _: self.update(), names="value")
+        self.widget = W.VBox([W.HBox(list(controls[:3])), W.HBox(list(controls[3:])),
+                              self.output])
+        self.update()
+
+    def _ipython_display_(self) -> None:
+        display(self.widget)
+
+    def update(self) -> None:
+        """Recompute and redraw."""
+        from llmmath.memory import OPTIMIZERS, memory_budget
+        cfg = presets.load(self.preset.value)
+        training = OPTIMIZERS[self.optimizer.value] is not None
+        self.dtype.disabled, self.flash.disabled = training, not training
+        self.items = memory_budget(cfg, self.dtype.value, self.optimizer.value, self.batch.value,
+                                   self.seq_len.value, self.flash.value)
+        note = ""
+        if self.seq_len.value > cfg.max_position_embeddings:
+            note = (f"<div style='color:#b00'>The model is built for "
+                    f"{cfg.max_position_embeddings:,} tokens.</div>")
+        self.output.value = note + budget_html(self.items, round(self.gpu_gb.value * 10**9))
+
+
+X_RANGE, Y_RANGE = (-1.0, 5.0), (11.0, 16.0)       # log10 of FLOPs/byte and of FLOP/s
+
+
+def roofline_svg(gpu, others, curve, point, prefill, width: int = 440, height: int = 280) -> str:
+    """An SVG roofline on log axes: ``gpu`` solid, ``others`` dashed, the decode ``curve`` (blue
+    dots), the chosen ``point`` (orange) and the ``prefill`` (green); all `llmmath.roofline.Step`."""
+    left, bottom, top, right = 46, height - 30, 10, width - 10
+
+    def px(i):
+        v = min(max(math.log10(i), X_RANGE[0]), X_RANGE[1])
+        return left + (right - left) * (v - X_RANGE[0]) / (X_RANGE[1] - X_RANGE[0])
+
+    def py(f):
+        v = min(max(math.log10(f), Y_RANGE[0]), Y_RANGE[1])
+        return bottom - (bottom - top) * (v - Y_RANGE[0]) / (Y_RANGE[1] - Y_RANGE[0])
+
+    def roof(g, style):
+        xs = [10 ** X_RANGE[0], g.ridge_point, 10 ** X_RANGE[1]]
+        pts = " ".join(f"{px(i):.1f},{py(min(g.peak_flops, i * g.bandwidth)):.1f}" for i in xs)
+        return f"<polyline points='{pts}' fill='none' {style}/>"
+
+    parts = [f"<rect x='{left}' y='{top}' width='{right - left}' height='{bottom - top}' "
+             f"fill='none' stroke='#ccc'/>"]
+    for k in range(int(X_RANGE[0]), int(X_RANGE[1]) + 1):
+        parts.append(f"<text x='{px(10 ** k):.1f}' y='{bottom + 13}' font-size='9' "
+                     f"text-anchor='middle'>10^{k}</text>")
+    for k in range(int(Y_RANGE[0]), int(Y_RANGE[1]) + 1):
+        parts.append(f"<text x='{left - 4}' y='{py(10 ** k) + 3:.1f}' font-size='9' "
+                     f"text-anchor='end'>10^{k}</text>")
+    parts.append(f"<text x='{(left + right) / 2}' y='{height - 3}' font-size='10' "
+                 f"text-anchor='middle'>FLOPs per byte</text>")
+    parts.append(f"<text x='10' y='{(top + bottom) / 2}' font-size='10' text-anchor='middle' "
+                 f"transform='rotate(-90 10 {(top + bottom) / 2})'>FLOP/s</text>")
+    for g in others:
+        parts.append(roof(g, "stroke='#999' stroke-dasharray='5 3'"))
+    parts.append(roof(gpu, "stroke='#000' stroke-width='2'"))
+    parts.append(f"<line x1='{px(gpu.ridge_point):.1f}' y1='{top}' x2='{px(gpu.ridge_point):.1f}' "
+                 f"y2='{bottom}' stroke='#000' stroke-dasharray='2 3' stroke-width='0.7'/>")
+    pts = " ".join(f"{px(s.intensity):.1f},{py(s.flops / s.seconds):.1f}" for s in curve)
+    parts.append(f"<polyline points='{pts}' fill='none' stroke='#4c72b0'/>")
+    parts += [f"<circle cx='{px(s.intensity):.1f}' cy='{py(s.flops / s.seconds):.1f}' r='2.5' "
+              f"fill='#4c72b0'/>" for s in curve]
+    for s, color in ((prefill, "#55a868"), (point, "#dd8452")):
+        parts.append(f"<circle cx='{px(s.intensity):.1f}' cy='{py(s.flops / s.seconds):.1f}' "
+                     f"r='5.5' fill='{color}' stroke='#333'/>")
+    legend = (("#4c72b0", "decode, batch 1 … 1024"), ("#dd8452", f"decode, batch {point.batch:,}"),
+              ("#55a868", "prefill of one prompt"), ("#000", f"{gpu.name} (dashed: other GPUs)"))
+    for i, (color, label) in enumerate(legend):
+        parts.append(f"<circle cx='{left + 10}' cy='{top + 12 + 13 * i}' r='4' fill='{color}'/>"
+                     f"<text x='{left + 18}' y='{top + 15 + 13 * i}' font-size='9'>"
+                     f"{html.escape(label)}</text>")
+    return f"<svg width='{width}' height='{height}' viewBox='0 0 {width} {height}'>{''.join(parts)}</svg>"
+
+
+class RooflineExplorer:
+    """Preset, GPU, formats, batch and context → the decode step on the roofline (SVG) and its
+    numbers, all from `llmmath.roofline` (`decode_step`, `prefill_step`, `compute_bound_batch`)
+    and `llmmath.memory.serving_fit` (against 80·10⁹ bytes). Display ``.widget``."""
+
+    BATCHES = [2**k for k in range(11)]               # the blue curve: 1 ... 1024
+    FORMATS = ("fp32", "bf16", "fp8", "int8", "int4")
+
+    def __init__(self, preset: str = "llama-3-8b", gpu: str = "H100-SXM5-80GB", batch: int = 16,
+                 context: int = 4096):
+        from llmmath.roofline import GPUS
+        style, layout = {"description_width": "70px"}, W.Layout(width="240px")
+        self.preset = W.Dropdown(options=presets.names(), value=preset, description="model",
+                                 style=style, layout=layout)
+        self.gpu = W.Dropdown(options=list(GPUS), value=gpu, description="GPU", style=style,
+                              layout=layout)
+        self.weight_dtype = W.Dropdown(options=self.FORMATS, value="bf16", description="weights",
+                                       style=style, layout=layout)
+        self.cache_dtype = W.Dropdown(options=self.FORMATS, value="bf16", description="KV cache",
+                                      style=style, layout=layout)
+        self.batch = W.BoundedIntText(value=batch, min=1, max=10**6, description="batch",
+                                      style=style, layout=layout)
+        self.context = W.BoundedIntText(value=context, min=1, max=10**7, description="context",
+                                        style=style, layout=layout)
+        self.picture, self.table = W.HTML(), W.HTML()
+        controls = (self.preset, self.gpu, self.weight_dtype, self.cache_dtype, self.batch,
+                    self.context)
+        for control in controls:
+            control.observe(lambda _: self.update(), names="value")
+        self.widget = W.VBox([W.HBox(list(controls[:3])), W.HBox(list(controls[3:])),
+                              W.HBox([self.picture, self.table])])
+        self.update()
+
+    def _ipython_display_(self) -> None:
+        display(self.widget)
+
+    def update(self) -> None:
+        """Recompute and redraw."""
+        from llmmath.memory import serving_fit
+        from llmmath.roofline import GPUS, compute_bound_batch, decode_step, prefill_step
+        cfg, gpu = presets.load(self.preset.value), GPUS[self.gpu.value]
+        fmt = (self.weight_dtype.value, self.cache_dtype.value)
+        b, c = self.batch.value, self.context.value
+        self.step = step = decode_step(cfg, gpu, b, c, *fmt)
+        curve = [decode_step(cfg, gpu, bb, c, *fmt) for bb in self.BATCHES]
+        prefill = prefill_step(cfg, gpu, c, 1, *fmt)
+        found = compute_bound_batch(cfg, gpu, c, *fmt)
+        fit = serving_fit(cfg, 80 * 10**9, b, c, *fmt)
+        others = [g for name, g in GPUS.items() if name != gpu.name]
+        self.picture.value = roofline_svg(gpu, others, curve, step, prefill)
+        rows = [("FLOPs of the step", f"{step.flops:,}"), ("bytes read", f"{step.bytes:,}"),
+                ("intensity", f"{step.intensity:,.2f} FLOPs/byte"),
+                ("ridge of the GPU", f"{gpu.ridge_point:,.1f} FLOPs/byte"),
+                ("compute time", f"{step.compute_seconds * 1e3:,.3f} ms"),
+                ("memory time", f"{step.memory_seconds * 1e3:,.3f} ms"),
+                ("bound", "memory" if step.memory_bound else "compute"),
+                ("tokens/s, all sequences", f"{step.tokens_per_second:,.0f}"),
+                ("tokens/s, per sequence", f"{step.tokens_per_second / b:,.1f}"),
+                ("compute-bound from batch", "never" if found is None else f"{found:,}"),
+                ("prefill intensity", f"{prefill.intensity:,.0f} FLOPs/byte"),
+                ("weights + cache in 80 GB", "fit" if fit.fits else "do not fit")]
+        body = "".join(f"<tr><td>{html.escape(k)}</td><td style='text-align:right'>{v}</td></tr>"
+                       for k, v in rows)
+        self.table.value = f"<table><tbody>{body}</tbody></table>"

@@ -157,3 +157,54 @@ def test_cli_flops_bad_input(args):
     out = subprocess.run([sys.executable, "-m", "llmmath", "flops", *args], capture_output=True, text=True)
     assert out.returncode == 2 and out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+def test_weights_read_skips_unused_embedding_rows():
+    from llmmath.memory import weight_bytes
+    from llmmath.roofline import weights_read
+    l3, qwen = presets.load("llama-3-8b"), presets.load("qwen2.5-3b")
+    assert weight_bytes(l3) - weights_read(l3, 1) == 2 * (128256 - 1) * 4096   # untied
+    assert weight_bytes(qwen) - weights_read(qwen, 1) == -2 * 2048             # tied: +1 row
+    assert weights_read(l3, 10**6) == weight_bytes(l3)                         # every row used
+
+
+def test_prefill_is_compute_bound_and_decode_is_not():
+    from llmmath.roofline import prefill_step
+    cfg = presets.load("llama-3-8b")
+    pre = prefill_step(cfg, "H100-SXM5-80GB", tokens=4096)
+    assert pre.flops == 4096 * forward_flops_per_token(cfg, 4096).total
+    assert not pre.memory_bound and pre.batch == 4096
+    assert decode_step(cfg, "H100-SXM5-80GB", 1, 4096).memory_bound
+
+
+def test_memory_budget():
+    from llmmath.memory import memory_budget, weight_bytes
+    from llmmath.kvcache import kv_cache_bytes
+    cfg = presets.load("llama-3-8b")
+    infer = memory_budget(cfg, "int4", "none (inference)", batch=4, seq_len=1000)
+    assert sorted(infer.values()) == sorted([weight_bytes(cfg, "int4"), kv_cache_bytes(cfg, 4, 1000)])
+    train = memory_budget(cfg, optimizer="Adam, mixed precision", batch=2, seq_len=512)
+    act = 32 * sum(activation_bytes_per_layer(cfg, 512, 2, flash_attention=True).values())
+    assert sum(train.values()) == 16 * count_params(cfg).total + act
+    with pytest.raises(ConfigError, match="optimizer"):
+        memory_budget(cfg, optimizer="SGD")
+
+
+def test_memory_and_roofline_widgets():
+    from llmmath.memory import memory_budget
+    from llmmath.widgets import MemoryBudget, RooflineExplorer
+    budget = MemoryBudget("llama-3-8b", batch=1, seq_len=4096)
+    assert budget.items == memory_budget(presets.load("llama-3-8b"), batch=1, seq_len=4096)
+    assert f"{sum(budget.items.values()):,}" in budget.output.value
+    explorer = RooflineExplorer("llama-3-8b", "H100-SXM5-80GB", batch=16, context=4096)
+    assert explorer.step == decode_step(presets.load("llama-3-8b"), "H100-SXM5-80GB", 16, 4096)
+    assert "<svg" in explorer.picture.value
+    explorer.batch.value = 512
+    assert explorer.step.batch == 512
+
+
+def test_qk_norm_activations_and_mfu_validation():
+    q3 = presets.load("qwen3-0.6b")
+    assert "inputs of the q and k norms" in activation_bytes_per_layer(q3, 128)
+    with pytest.raises(ConfigError, match="tokens_per_second"):
+        mfu(0, 1e9, 1, 1e12)

@@ -60,6 +60,8 @@ WIDGETS = {
     "AttentionExplorer": ("AttentionExplorer()", "explorer.seq_len"),
     "ServingExplorer": ("ServingExplorer()", "explorer.batch"),
     "RotaryExplorer": ("RotaryExplorer()", "explorer.position"),
+    "MemoryBudget": ("MemoryBudget()", "explorer.batch"),
+    "RooflineExplorer": ("RooflineExplorer()", "explorer.batch"),
 }
 
 
