@@ -132,11 +132,14 @@ def _flops(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
         return 0
     rows = [("attention projections", f.parts["attention"]), ("FFN", f.parts["ffn"]),
-            ("LM head", f.parts["lm_head"]), ("QK^T and AV", float(f.attention))]
+            ("LM head", f.parts["lm_head"]), ("QK^T and AV", f.attention)]
     print(f"{name}: forward FLOPs per token at T = {args.seq_len:,} ({args.attention} attention)")
+    def show(value) -> str:
+        return f"{int(value):,}" if float(value).is_integer() else f"{float(value):,.2f}"
+
     for label, value in rows:
-        print(f"  {label:<24}{value:>22,.1f}  {float(value / f.total):>7.2%}")
-    print(f"  {'total':<24}{float(f.total):>22,.1f}\n  {averaging}")
+        print(f"  {label:<24}{show(value):>22}  {float(value / f.total):>7.2%}")
+    print(f"  {'total':<24}{show(f.total):>22}\n  {averaging}")
     return 0
 
 

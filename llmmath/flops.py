@@ -8,8 +8,8 @@ Attention over a sequence of t tokens, per layer:
   only the t(t+1)/2 pairs (i, j ≤ i) are needed, which is what a causal kernel computes; a plain
   matmul followed by a mask (as in `llmmath.modules.Attention`) computes all t².
 
-Kaplan et al. 2020, Table 1 (2·n_layer·n_ctx·d_attn per token for the scores, full attention);
-Korthikanti et al. 2022 (Megatron) count the causal half.
+Kaplan et al. 2020, Table 1 (2·n_layer·n_ctx·d_attn per token for the context term); Megatron-LM's
+FLOP count (``num_floating_point_operations``) halves the t² term for the causal mask.
 
 Explained in the chapter *Attention: MHA, GQA and MQA* (``chapters/03_attention.ipynb``).
 """
@@ -166,7 +166,8 @@ def forward_flops_per_token(cfg: ModelConfig, seq_len: int, attention: str = "ca
     plus QKᵀ and AV. ``attention="full"``: every token against all T keys, 4·L·T·n_h·d_h per
     token. ``"causal"``: token i (1-based) reads i keys (at most W with a sliding window), and the
     count is averaged over the T positions: 4·L·n_h·d_h·pairs/T, which is 2·L·n_h·d_h·(T + 1)
-    without a window. Its matmul part ≈ 2N for untied models (Kaplan et al. 2020, Sec. 2.1).
+    without a window. Its matmul part ≈ 2N (Kaplan et al. 2020, Sec. 2.1), closest for tied
+    models: an untied model's N also counts the embedding table, which does no FLOPs.
 
     Raises:
         ConfigError: ``seq_len`` not a positive integer, or ``attention`` not causal or full.
@@ -185,7 +186,8 @@ def forward_flops_per_token(cfg: ModelConfig, seq_len: int, attention: str = "ca
 def kaplan_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
     """Kaplan et al. 2020, Table 1: C_forward = 2N + 2·n_layer·n_ctx·d_attn, with N the
     non-embedding matmul weights (attention and FFN; no LM head, no biases or norms) and
-    d_attn = n_h·d_h. The context term counts QKᵀ only once (not AV), full attention."""
+    d_attn = n_h·d_h. The table does not say which pairs its context term counts: it equals
+    QKᵀ alone over all pairs, or QKᵀ + AV over the causal half (up to the diagonal)."""
     w = matmul_weights(cfg)
     d_attn = cfg.num_attention_heads * cfg.head_dim
     return 2 * (w["attention"] + w["ffn"]) + 2 * cfg.num_hidden_layers * seq_len * d_attn
@@ -194,7 +196,9 @@ def kaplan_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
 def chinchilla_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
     """Hoffmann et al. 2022, Appendix F: embeddings (2·V·H), per layer the QKV and output
     projections, QKᵀ (2·T·n_h·d_h), softmax (3·n_h·T), AV (2·T·n_h·d_h), the dense block, and
-    the final logits (2·H·V); full attention. Per token (the paper's totals divided by T)."""
+    the final logits (2·H·V); full attention. Per token (the paper's totals divided by T).
+    Generalised: K and V are n_kv·d_h wide (GQA) and a gated FFN has three matrices, where the
+    appendix assumes MHA and two."""
     w = matmul_weights(cfg)
     d_attn = cfg.num_attention_heads * cfg.head_dim
     per_layer_context = 2 * seq_len * d_attn + 3 * cfg.num_attention_heads * seq_len \
@@ -205,16 +209,19 @@ def chinchilla_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
 
 def palm_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
     """Chowdhery et al. 2022 (PaLM), Appendix B: 6N + 12·L·H·Q·T training FLOPs per token
-    (H heads, Q head dim), so one third, 2N + 4·L·n_h·d_h·T, forward; N here is every matmul
-    weight including the LM head."""
+    (H heads, Q head dim), so one third, 2N + 4·L·n_h·d_h·T, forward. N here is every matmul
+    weight including the LM head (PaLM ties its embedding, so its N is the same; an untied
+    embedding table is not charged)."""
     return (2 * sum(matmul_weights(cfg).values())
             + 4 * cfg.num_hidden_layers * cfg.num_attention_heads * cfg.head_dim * seq_len)
 
 
 def megatron_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
-    """Narayanan et al. 2021 (Megatron-LM), Sec. 5.1, generalised to any config: 2 × all matmul
-    weights plus the QKᵀ and AV term 4·L·n_h·d_h·T halved for the causal mask (T/2 keys per
-    token on average, where the exact causal count is (T + 1)/2)."""
+    """Megatron-LM's ``num_floating_point_operations`` (NVIDIA/Megatron-LM, training code, "causal
+    mask (only half of the mask is non-zero)"), per token of the forward pass: 2 × all matmul
+    weights plus the QKᵀ and AV term 4·L·n_h·d_h·T halved, T/2 keys per token on average where
+    the exact causal count is (T + 1)/2. Narayanan et al. 2021, Sec. 5.1, counted all pairs
+    (24·B·s·h² + 4·B·s²·h per layer), as PaLM does."""
     return (2 * sum(matmul_weights(cfg).values())
             + 2 * cfg.num_hidden_layers * cfg.num_attention_heads * cfg.head_dim * seq_len)
 
@@ -225,7 +232,7 @@ CONVENTIONS = {
     "Kaplan et al. 2020": kaplan_forward_flops,
     "Chinchilla (Hoffmann et al. 2022)": chinchilla_forward_flops,
     "PaLM (Chowdhery et al. 2022)": palm_forward_flops,
-    "Megatron (Narayanan et al. 2021)": megatron_forward_flops,
+    "Megatron-LM (causal half)": megatron_forward_flops,
 }
 
 

@@ -228,7 +228,9 @@ class MLP(nn.Module):
 class DecoderBlock(nn.Module):
     """A decoder block. Pre-norm (every model here): x + attn(norm(x)), then h + mlp(norm(h)).
     With ``pre_norm=False``, the original Transformer's post-norm (Vaswani et al. 2017):
-    norm(x + attn(x)), then norm(h + mlp(h)). Same parameters either way."""
+    norm(x + attn(x)), then norm(h + mlp(h)). Same parameters either way (in post-norm mode
+    ``input_layernorm`` runs after attention and ``post_attention_layernorm`` after the FFN; the
+    names are Hugging Face's pre-norm ones)."""
 
     def __init__(self, cfg: ModelConfig, pre_norm: bool = True):
         super().__init__()

@@ -8,8 +8,9 @@ Per token of H features (Zhang & Sennrich 2019 for RMSNorm; Ba et al. 2016 for L
 
 The O(1) work per token (a division, a square root) is left out. Bytes: the input is read and
 the output written once (2·H elements) and the parameters read once (H for RMSNorm, 2H for
-LayerNorm), in the activation dtype. FLOPs per byte then stay near 1, far below a GPU's ridge
-point (hundreds of FLOPs per byte), so a norm's time is set by memory traffic, not arithmetic.
+LayerNorm), in the activation dtype. FLOPs per byte then stay between 1 and 2 in bf16 (RMSNorm
+→ 1, LayerNorm → 1.75), far below a GPU's ridge point (about 150–300 FLOPs per byte for bf16
+tensor cores, 10–20 for fp32 CUDA cores), so a norm's time is set by memory traffic.
 
 Explained in the chapter *Normalization* (``chapters/05_norms.ipynb``).
 """

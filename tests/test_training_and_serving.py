@@ -208,3 +208,14 @@ def test_qk_norm_activations_and_mfu_validation():
     assert "inputs of the q and k norms" in activation_bytes_per_layer(q3, 128)
     with pytest.raises(ConfigError, match="tokens_per_second"):
         mfu(0, 1e9, 1, 1e12)
+
+
+@pytest.mark.parametrize("name, attention", [("gpt2", "full"), ("mistral-7b-v0.1", "causal"),
+                                             ("llama-3-8b", "causal")])
+def test_cli_flops_table(name, attention):
+    out = subprocess.run([sys.executable, "-m", "llmmath", "flops", name, "--seq-len", "10000",
+                          "--attention", attention], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    total = forward_flops_per_token(presets.load(name), 10000, attention).total
+    shown = f"{int(total):,}" if total.denominator == 1 else f"{float(total):,.2f}"
+    assert f"total" in out.stdout and shown in out.stdout
