@@ -61,6 +61,8 @@ def format_table(name: str, counts: ParamCount) -> str:
               for g, c in counts.by_group().items() if g in GROUPS]
     lines += ["", f"{'per layer':<{w_name}}{'':<{w_form}}{counts.per_layer:>17,}",
               f"{'non-embedding':<{w_name}}{'':<{w_form}}{counts.non_embedding:>17,}",
+              *([f"{'active per token (MoE)':<{w_name}}{'':<{w_form}}{counts.active:>17,}"]
+                if counts.active != total else []),
               f"{'total':<{w_name}}{'':<{w_form}}{total:>17,}",
               "", NON_EMBEDDING_CONVENTION]
     return "\n".join(lines)

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gpt2")
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "mixtral", "minimind")
 NORM_TYPES = ("rmsnorm", "layernorm")
 MLP_TYPES = ("gated", "plain")
 POSITION_TYPES = ("rope", "learned")
@@ -96,6 +96,9 @@ class ModelConfig:
     ``hidden_act="silu"``) or ``"plain"`` (up, down: GPT-2's GELU MLP). ``position_embedding_type``
     is ``"rope"`` (no parameters) or ``"learned"`` (a ``max_position_embeddings`` × H table).
     ``qk_norm`` adds Qwen3's per-head RMSNorm (d_h weights each) on queries and keys.
+    Mixture of experts: ``num_local_experts`` routed experts (E, each a gated FFN of size I), of
+    which a router picks ``num_experts_per_tok`` (k) per token, plus ``n_shared_experts`` (S)
+    that every token uses (DeepSeekMoE, MiniMind). None/0 for a dense FFN.
 
     Raises:
         ConfigError (a ``ValueError``): a field breaks a rule; the message names the field and
@@ -123,6 +126,9 @@ class ModelConfig:
     norm_eps: float = 1e-6
     sliding_window: int | None = None
     rope_scaling: RopeScaling | None = None
+    num_local_experts: int | None = None
+    num_experts_per_tok: int | None = None
+    n_shared_experts: int = 0
     model_type: str = "llama"
 
     def __post_init__(self) -> None:
@@ -155,10 +161,35 @@ class ModelConfig:
         _one_of("hidden_act", self.hidden_act, ACTIVATIONS)
         if self.sliding_window is not None:
             _positive_int("sliding_window", self.sliding_window)
+        self._check_experts()
         for name in ("rope_theta", "norm_eps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigError(f"{name} must be a positive number, got {value!r}")
+
+    def _check_experts(self) -> None:
+        if isinstance(self.n_shared_experts, bool) or not isinstance(self.n_shared_experts, int) \
+                or self.n_shared_experts < 0:
+            raise ConfigError(f"n_shared_experts must be a non-negative integer, got "
+                              f"{self.n_shared_experts!r}")
+        if self.num_local_experts is None:
+            if self.num_experts_per_tok is not None or self.n_shared_experts:
+                raise ConfigError("num_experts_per_tok and n_shared_experts need num_local_experts "
+                                  "(a mixture of experts)")
+            return
+        _positive_int("num_local_experts", self.num_local_experts)
+        _positive_int("num_experts_per_tok", self.num_experts_per_tok)
+        if self.num_experts_per_tok > self.num_local_experts:
+            raise ConfigError(f"num_experts_per_tok ({self.num_experts_per_tok}) must not exceed "
+                              f"num_local_experts ({self.num_local_experts})")
+        if self.mlp_type != "gated":
+            raise ConfigError("a mixture of experts needs mlp_type 'gated' (each expert is a "
+                              "gated FFN)")
+
+    @property
+    def is_moe(self) -> bool:
+        """True for a mixture-of-experts FFN (``num_local_experts`` set)."""
+        return self.num_local_experts is not None
 
     @property
     def group_size(self) -> int:
@@ -190,6 +221,12 @@ class ModelConfig:
           ``head_dim`` defaults to 128, not H / n_h; untied by default.
         - ``gpt2``: ``n_embd``, ``n_layer``, ``n_head``, ``n_positions``, ``n_inner`` (default 4H);
           learned positions, LayerNorm with bias, biased projections, GELU MLP; tied by default.
+        - ``mixtral``: Mistral's attention, and ``num_local_experts`` (default 8) experts of which
+          ``num_experts_per_tok`` (default 2) run per token, with a bias-free router; untied.
+        - ``minimind`` (jingyaogong/minimind, ``MiniMindConfig``): Llama-like, always tied;
+          a missing ``intermediate_size`` is int(8H/3) rounded up to a multiple of 64; with
+          ``use_moe``, ``n_routed_experts`` (default 4), ``num_experts_per_tok`` (2) and
+          ``n_shared_experts`` (1).
 
         A missing ``num_key_value_heads`` means MHA; an explicit ``head_dim`` is honoured.
 
@@ -203,7 +240,7 @@ class ModelConfig:
             raise ConfigError(
                 f"model_type {model_type!r} is not supported; llmmath models "
                 f"{', '.join(SUPPORTED_MODEL_TYPES)}")
-        reader = _gpt2_fields if model_type == "gpt2" else _rope_fields
+        reader = {"gpt2": _gpt2_fields, "minimind": _minimind_fields}.get(model_type, _rope_fields)
         return cls(**reader(raw, model_type))
 
 
@@ -246,6 +283,7 @@ def _rope_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         "mistral": (False, False),
         "qwen2": (True, False),
         "qwen3": (attention_bias, attention_bias),
+        "mixtral": (False, False),
     }[model_type]
     fields.update(
         model_type=model_type,
@@ -266,6 +304,36 @@ def _rope_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         norm_eps=_optional(raw, "rms_norm_eps", 1e-6),
         sliding_window=_sliding_window(raw, model_type),
     )
+    if model_type == "mixtral":
+        fields.update(num_local_experts=_optional(raw, "num_local_experts", 8),
+                      num_experts_per_tok=_optional(raw, "num_experts_per_tok", 2))
+    return fields
+
+
+def _minimind_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
+    """MiniMind's ``MiniMindConfig`` (model/model_minimind.py), tied embeddings always."""
+    from llmmath.ffn import minimind_intermediate_size
+    fields = {name: _required(raw, name, model_type)
+              for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")}
+    _positive_int("hidden_size", fields["hidden_size"])
+    intermediate = raw.get("intermediate_size")
+    fields.update(
+        model_type=model_type,
+        intermediate_size=(minimind_intermediate_size(fields["hidden_size"]) if intermediate is None
+                           else intermediate),
+        num_key_value_heads=raw.get("num_key_value_heads"),
+        tie_word_embeddings=True,
+        hidden_act=_optional(raw, "hidden_act", "silu"),
+        max_position_embeddings=_optional(raw, "max_position_embeddings", 32768),
+        rope_theta=_rope_theta(raw) if raw.get("rope_theta") is not None else 1000000.0,
+        norm_eps=_optional(raw, "rms_norm_eps", 1e-5),
+    )
+    use_moe = _optional(raw, "use_moe", False)
+    _boolean("use_moe", use_moe)
+    if use_moe:
+        fields.update(num_local_experts=_optional(raw, "n_routed_experts", 4),
+                      num_experts_per_tok=_optional(raw, "num_experts_per_tok", 2),
+                      n_shared_experts=_optional(raw, "n_shared_experts", 1))
     return fields
 
 

@@ -35,16 +35,20 @@ class TensorCount:
     shape: tuple[int, ...]
     dims: tuple[str, ...]
     per_layer: bool
+    copies: int = 1
+    copies_dim: str = ""
 
     @property
     def numel(self) -> int:
-        """Parameters in one copy of the tensor."""
-        return math.prod(self.shape)
+        """Parameters of the tensor in one layer: its shape times ``copies`` (E routed or S
+        shared experts, each holding one such tensor; 1 otherwise)."""
+        return math.prod(self.shape) * self.copies
 
     @property
     def formula(self) -> str:
-        """The count in letters, e.g. ``"L·n_kv·d_h·H"`` (multiplied by L when per layer)."""
-        factors = (("L",) if self.per_layer else ()) + self.dims
+        """The count in letters, e.g. ``"L·n_kv·d_h·H"`` (multiplied by L when per layer, and by
+        E or S for experts' tensors)."""
+        factors = (("L",) if self.per_layer else ()) + ((self.copies_dim,) if self.copies_dim else ()) + self.dims
         return "·".join(factors).replace("*", "·")
 
 
@@ -55,6 +59,8 @@ class ParamCount:
     tensors: tuple[TensorCount, ...]
     num_hidden_layers: int
     tie_word_embeddings: bool
+    num_local_experts: int | None = None
+    num_experts_per_tok: int | None = None
 
     def total_of(self, tensor: TensorCount) -> int:
         """Parameters of ``tensor`` over the whole model (times L when per layer)."""
@@ -87,6 +93,16 @@ class ParamCount:
         return self.by_group()["embedding"]
 
     @property
+    def active(self) -> int:
+        """Parameters used for one token: the total less the routed experts the router does not
+        pick, L·(E − k)·(one expert's parameters). Equal to `total` for a dense model."""
+        if not self.num_local_experts:
+            return self.total
+        idle = self.num_local_experts - self.num_experts_per_tok
+        one_expert = sum(self.total_of(t) // t.copies for t in self.tensors if t.copies_dim == "E")
+        return self.total - idle * one_expert
+
+    @property
     def non_embedding(self) -> int:
         """Total less embeddings and an untied LM head: see `NON_EMBEDDING_CONVENTION`."""
         groups = self.by_group()
@@ -97,6 +113,7 @@ class ParamCount:
         every tensor's whole-model count under ``components``."""
         return {
             "total": self.total,
+            "active": self.active,
             "non_embedding": self.non_embedding,
             "per_layer": self.per_layer,
             "num_hidden_layers": self.num_hidden_layers,
@@ -114,24 +131,26 @@ def weight_shapes(cfg: ModelConfig) -> tuple[TensorCount, ...]:
     ``embed_tokens`` (V, H); ``embed_positions`` (P, H) for learned positions; per layer
     ``input_layernorm``, ``self_attn.{q,k,v,o}_proj`` with optional biases, Qwen3's
     ``self_attn.{q,k}_norm`` (d_h), ``post_attention_layernorm``, ``mlp.gate_proj`` (gated only),
-    ``mlp.up_proj``, ``mlp.down_proj``; the final ``norm``; ``lm_head`` (V, H) unless tied.
+    ``mlp.up_proj``, ``mlp.down_proj`` — or, for a mixture of experts, ``mlp.router`` (E, H) and
+    ``mlp.experts.*`` / ``mlp.shared_experts.*`` (E or S copies of a gated FFN, one
+    `TensorCount` each with ``copies``); the final ``norm``; ``lm_head`` (V, H) unless tied.
     """
     H, V, I = cfg.hidden_size, cfg.vocab_size, cfg.intermediate_size
     q_out, kv_out = cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
     out: list[TensorCount] = []
 
-    def add(name, group, shape, dims, per_layer=True):
-        out.append(TensorCount(name, group, tuple(shape), tuple(dims), per_layer))
+    def add(name, group, shape, dims, per_layer=True, copies=1, copies_dim=""):
+        out.append(TensorCount(name, group, tuple(shape), tuple(dims), per_layer, copies, copies_dim))
 
     def norm(name, size, dim, per_layer=True):
         add(f"{name}.weight", "norm", (size,), (dim,), per_layer)
         if cfg.norm_type == "layernorm":
             add(f"{name}.bias", "norm", (size,), (dim,), per_layer)
 
-    def linear(name, group, out_f, in_f, out_dim, in_dim, bias):
-        add(f"{name}.weight", group, (out_f, in_f), (out_dim, in_dim))
+    def linear(name, group, out_f, in_f, out_dim, in_dim, bias, copies=1, copies_dim=""):
+        add(f"{name}.weight", group, (out_f, in_f), (out_dim, in_dim), True, copies, copies_dim)
         if bias:
-            add(f"{name}.bias", group, (out_f,), (out_dim,))
+            add(f"{name}.bias", group, (out_f,), (out_dim,), True, copies, copies_dim)
 
     add("embed_tokens.weight", "embedding", (V, H), ("V", "H"), per_layer=False)
     if cfg.position_embedding_type == "learned":
@@ -146,10 +165,21 @@ def weight_shapes(cfg: ModelConfig) -> tuple[TensorCount, ...]:
         norm("self_attn.q_norm", cfg.head_dim, "d_h")
         norm("self_attn.k_norm", cfg.head_dim, "d_h")
     norm("post_attention_layernorm", H, "H")
-    if cfg.mlp_type == "gated":
-        linear("mlp.gate_proj", "ffn", I, H, "I", "H", cfg.mlp_bias)
-    linear("mlp.up_proj", "ffn", I, H, "I", "H", cfg.mlp_bias)
-    linear("mlp.down_proj", "ffn", H, I, "H", "I", cfg.mlp_bias)
+    if cfg.is_moe:
+        linear("mlp.router", "ffn", cfg.num_local_experts, H, "E", "H", False)
+        for prefix, copies, letter in (("mlp.experts.*", cfg.num_local_experts, "E"),
+                                       ("mlp.shared_experts.*", cfg.n_shared_experts, "S")):
+            if copies:
+                for proj, out_f, in_f, od, idim in (("gate_proj", I, H, "I", "H"),
+                                                    ("up_proj", I, H, "I", "H"),
+                                                    ("down_proj", H, I, "H", "I")):
+                    linear(f"{prefix}.{proj}", "ffn", out_f, in_f, od, idim, cfg.mlp_bias,
+                           copies, letter)
+    else:
+        if cfg.mlp_type == "gated":
+            linear("mlp.gate_proj", "ffn", I, H, "I", "H", cfg.mlp_bias)
+        linear("mlp.up_proj", "ffn", I, H, "I", "H", cfg.mlp_bias)
+        linear("mlp.down_proj", "ffn", H, I, "H", "I", cfg.mlp_bias)
     norm("norm", H, "H", per_layer=False)
     if not cfg.tie_word_embeddings:
         add("lm_head.weight", "lm_head", (V, H), ("V", "H"), per_layer=False)
@@ -170,4 +200,5 @@ def count_params(cfg: ModelConfig) -> ParamCount:
     """
     if not isinstance(cfg, ModelConfig):
         raise TypeError(f"count_params needs a ModelConfig, got {type(cfg).__name__}")
-    return ParamCount(weight_shapes(cfg), cfg.num_hidden_layers, cfg.tie_word_embeddings)
+    return ParamCount(weight_shapes(cfg), cfg.num_hidden_layers, cfg.tie_word_embeddings,
+                      cfg.num_local_experts, cfg.num_experts_per_tok)

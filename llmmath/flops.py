@@ -122,20 +122,28 @@ def ffn_flops(cfg: ModelConfig, tokens: int = 1) -> int:
     layers (gated: 2·3·H·I per layer and token; plain: 2·2·H·I). The activation and the gating
     product (about I FLOPs each) are left out."""
     _positive("tokens", tokens)
-    matrices = 3 if cfg.mlp_type == "gated" else 2
-    return cfg.num_hidden_layers * tokens * 2 * matrices * cfg.hidden_size * cfg.intermediate_size
+    return cfg.num_hidden_layers * tokens * 2 * _ffn_weights_per_token(cfg)
 
 
 def matmul_weights(cfg: ModelConfig) -> dict[str, int]:
-    """Weights that take part in a matmul, by block: ``attention`` (q, k, v, o in all layers),
-    ``ffn`` (all layers) and ``lm_head`` (V·H, counted whether or not it is tied: the matmul runs
-    either way). The embedding lookup, biases and norms are not matmul weights."""
+    """Weights one token multiplies by, by block: ``attention`` (q, k, v, o in all layers),
+    ``ffn`` (all layers; for a mixture of experts only the router and the k + S experts a token
+    uses) and ``lm_head`` (V·H, counted whether or not it is tied: the matmul runs either way).
+    The embedding lookup, biases and norms are not matmul weights."""
     return {
         "attention": cfg.num_hidden_layers * _projection_weights(cfg),
-        "ffn": cfg.num_hidden_layers * (3 if cfg.mlp_type == "gated" else 2)
-        * cfg.hidden_size * cfg.intermediate_size,
+        "ffn": cfg.num_hidden_layers * _ffn_weights_per_token(cfg),
         "lm_head": cfg.vocab_size * cfg.hidden_size,
     }
+
+
+def _ffn_weights_per_token(cfg: ModelConfig) -> int:
+    """FFN weights one token multiplies by in one layer: the FFN, or for a mixture of experts
+    the router (E·H) and its k routed plus S shared experts (3·H·I each)."""
+    one = (3 if cfg.mlp_type == "gated" else 2) * cfg.hidden_size * cfg.intermediate_size
+    if not cfg.is_moe:
+        return one
+    return (cfg.num_experts_per_tok + cfg.n_shared_experts) * one + cfg.num_local_experts * cfg.hidden_size
 
 
 @dataclass(frozen=True)

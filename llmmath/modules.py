@@ -225,6 +225,33 @@ class MLP(nn.Module):
         return self.down_proj(self.act(self.up_proj(x)))
 
 
+class MoE(nn.Module):
+    """A mixture-of-experts FFN: a bias-free router picks k of E gated experts per token,
+    weighted by its softmax renormalised over the k (Mixtral, HF ``MixtralSparseMoeBlock``;
+    MiniMind with ``norm_topk_prob``), plus S shared experts every token uses. Each routed
+    expert runs only on the tokens sent to it, so its FLOPs are those of k experts per token."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.top_k = cfg.num_experts_per_tok
+        self.router = nn.Linear(cfg.hidden_size, cfg.num_local_experts, bias=False)
+        self.experts = nn.ModuleList(MLP(cfg) for _ in range(cfg.num_local_experts))
+        self.shared_experts = nn.ModuleList(MLP(cfg) for _ in range(cfg.n_shared_experts))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        weights, chosen = self.router(flat).softmax(dim=-1).topk(self.top_k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(flat)
+        for e, expert in enumerate(self.experts):
+            rows, slot = torch.nonzero(chosen == e, as_tuple=True)
+            if rows.numel():
+                out.index_add_(0, rows, expert(flat[rows]) * weights[rows, slot, None])
+        for expert in self.shared_experts:
+            out = out + expert(flat)
+        return out.reshape_as(x)
+
+
 class DecoderBlock(nn.Module):
     """A decoder block. Pre-norm (every model here): x + attn(norm(x)), then h + mlp(norm(h)).
     With ``pre_norm=False``, the original Transformer's post-norm (Vaswani et al. 2017):
@@ -238,7 +265,7 @@ class DecoderBlock(nn.Module):
         self.input_layernorm = make_norm(cfg, cfg.hidden_size)
         self.self_attn = Attention(cfg)
         self.post_attention_layernorm = make_norm(cfg, cfg.hidden_size)
-        self.mlp = MLP(cfg)
+        self.mlp = MoE(cfg) if cfg.is_moe else MLP(cfg)
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
         if not self.pre_norm:

@@ -48,7 +48,32 @@ def gpt2_config(draw) -> dict:
     return raw
 
 
+@st.composite
+def mixtral_config(draw) -> dict:
+    raw = draw(rope_config("mistral"))
+    experts = draw(st.integers(1, 5))
+    return {**raw, "model_type": "mixtral", "num_local_experts": experts,
+            "num_experts_per_tok": draw(st.integers(1, experts))}
+
+
+@st.composite
+def minimind_config(draw) -> dict:
+    n_h = draw(st.integers(1, 6))
+    raw = {"model_type": "minimind", "vocab_size": draw(st.integers(1, 97)),
+           "hidden_size": n_h * 2 * draw(st.integers(1, 6)), "num_hidden_layers": draw(st.integers(1, 3)),
+           "num_attention_heads": n_h,
+           "num_key_value_heads": draw(st.sampled_from([d for d in range(1, n_h + 1) if n_h % d == 0]))}
+    if draw(st.booleans()):
+        raw["intermediate_size"] = draw(st.integers(1, 48))
+    if draw(st.booleans()):
+        experts = draw(st.integers(1, 4))
+        raw.update(use_moe=True, n_routed_experts=experts,
+                   num_experts_per_tok=draw(st.integers(1, experts)),
+                   n_shared_experts=draw(st.integers(0, 2)))
+    return raw
+
+
 def any_config():
     """A random valid config.json dict of any supported model type."""
     return st.one_of(*(rope_config(t) for t in ("llama", "mistral", "qwen2", "qwen3")),
-                     gpt2_config())
+                     gpt2_config(), mixtral_config(), minimind_config())

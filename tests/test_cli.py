@@ -63,7 +63,7 @@ def test_error_messages_name_the_rule(tmp_path):
     cases = bad_inputs(tmp_path)
     assert "num_attention_heads (32) must be divisible by num_key_value_heads (5)" in run(
         "params", *cases["inconsistent sizes"]).stderr
-    assert "llama, mistral, qwen2, qwen3, gpt2" in run("params", *cases["unsupported model type"]).stderr
+    assert "llama, mistral, qwen2, qwen3, gpt2, mixtral, minimind" in run("params", *cases["unsupported model type"]).stderr
     assert "hidden_size must be a positive integer" in run("params", *cases["ill-typed field"]).stderr
 
 

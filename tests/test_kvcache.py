@@ -122,7 +122,7 @@ def kv_cli(*args):
                           capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize("name", ["llama-3-8b", "mistral-7b-v0.1", "qwen2.5-3b", "qwen3-0.6b",
+@pytest.mark.parametrize("name", ["llama-3-8b", "mistral-7b-v0.1", "qwen2.5-3b", "qwen3-0.6b", "mixtral-8x7b", "minimind2-moe",
                                   "gpt2"])
 def test_cli_answers_every_model_type_from_a_config_file(name, write_config):
     path = write_config(hf_config(name))

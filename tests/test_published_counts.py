@@ -22,6 +22,8 @@ PUBLISHED = {
     "gpt2": 124_439_808,
     "minimind2-small": 25_829_888,
     "deepseek-llm-7b": 6_910_365_696,
+    "mixtral-8x7b": 46_702_792_704,
+    "minimind2-moe": 145_029_760,
     "llama-2-13b": 13_015_864_320,
     "llama-2-70b": 68_976_648_192,
     "llama-3-70b": 70_553_706_496,
@@ -75,3 +77,15 @@ def test_gpt2_independent_implementations():
     assert count_params(cfg.replace(qkv_bias=False)).total == 124_412_160
     # ... and 163,009,536 with a separate output head.
     assert count_params(cfg.replace(qkv_bias=False, tie_word_embeddings=False)).total == 163_009_536
+
+
+def test_moe_active_parameters():
+    """Mistral AI (Mixtral of experts, 2023): 46.7B parameters, 12.9B used per token."""
+    mixtral = count_params(ModelConfig.from_hf_config(hf_config("mixtral-8x7b")))
+    assert round(mixtral.active / 1e9, 1) == 12.9 and round(mixtral.total / 1e9, 1) == 46.7
+    out = subprocess.run([sys.executable, "-m", "llmmath", "params", "mixtral-8x7b", "--json"],
+                         capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    assert data["total"] == 46_702_792_704 and data["active"] == mixtral.active
+    # MiniMind README: MiniMind2 is "104M"
+    assert round(count_params(ModelConfig.from_hf_config(hf_config("minimind2"))).total / 1e6) == 104

@@ -1,5 +1,7 @@
 """Formula = exact count = numel of the torch model, for every preset and random small configs."""
 
+import re
+
 import sympy as sp
 import pytest
 from hypothesis import given, settings
@@ -10,18 +12,25 @@ from llmmath.modules import build_model, numel
 from tests.strategies import any_config
 
 
-def torch_shapes(model) -> dict[str, tuple[int, ...]]:
-    """Parameter shapes of layer 0 and the non-layer tensors, with 'layers.0.' dropped."""
-    return {name.removeprefix("layers.0."): tuple(p.shape)
-            for name, p in model.named_parameters()
-            if not name.startswith("layers.") or name.startswith("layers.0.")}
+def torch_shapes(model) -> dict[str, tuple]:
+    """Parameter shapes of layer 0 and the non-layer tensors, with 'layers.0.' dropped and the
+    experts' index replaced by '*': name → (shape, copies)."""
+    out: dict[str, tuple] = {}
+    for name, p in model.named_parameters():
+        if name.startswith("layers.") and not name.startswith("layers.0."):
+            continue
+        name = re.sub(r"(experts)\.\d+\.", r"\1.*.", name.removeprefix("layers.0."))
+        shape, copies = out.get(name, (tuple(p.shape), 0))
+        assert shape == tuple(p.shape)
+        out[name] = (shape, copies + 1)
+    return out
 
 
 def check_three_ways(cfg: ModelConfig) -> None:
     counts = count_params(cfg)
     model = build_model(cfg, device="meta")
     assert F.evaluate(F.total_formula(cfg), cfg) == counts.total == numel(model)
-    assert torch_shapes(model) == {t.name: t.shape for t in counts.tensors}
+    assert torch_shapes(model) == {t.name: (t.shape, t.copies) for t in counts.tensors}
     # every layer has the same parameters as layer 0
     assert all(numel(layer) == counts.per_layer for layer in model.layers)
 

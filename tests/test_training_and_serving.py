@@ -138,7 +138,7 @@ def test_decode_roofline():
     assert mfu(1000, 2e9, 1, 1e12) == 2.0
 
 
-@pytest.mark.parametrize("name", ["llama-3-8b", "mistral-7b-v0.1", "qwen2.5-3b", "qwen3-0.6b", "gpt2"])
+@pytest.mark.parametrize("name", ["llama-3-8b", "mistral-7b-v0.1", "qwen2.5-3b", "qwen3-0.6b", "gpt2", "mixtral-8x7b", "minimind2-moe"])
 def test_cli_flops_answers_every_model_type(name, write_config):
     path = write_config(hf_config(name))
     out = subprocess.run([sys.executable, "-m", "llmmath", "flops", str(path), "--seq-len", "2048",
