@@ -89,3 +89,9 @@ def test_moe_active_parameters():
     assert data["total"] == 46_702_792_704 and data["active"] == mixtral.active
     # MiniMind README: MiniMind2 is "104M"
     assert round(count_params(ModelConfig.from_hf_config(hf_config("minimind2"))).total / 1e6) == 104
+
+
+def test_llama_1_paper_table_2():
+    """Touvron et al. 2023 (LLaMA), Table 2: 6.7B and 65.2B parameters."""
+    for name, billions in (("llama-1-7b", 6.7), ("llama-1-65b", 65.2)):
+        assert round(count_params(ModelConfig.from_hf_config(hf_config(name))).total / 1e9, 1) == billions
