@@ -98,7 +98,8 @@ class ModelConfig:
     ``qk_norm`` adds Qwen3's per-head RMSNorm (d_h weights each) on queries and keys.
     Mixture of experts: ``num_local_experts`` routed experts (E, each a gated FFN of size I), of
     which a router picks ``num_experts_per_tok`` (k) per token, plus ``n_shared_experts`` (S)
-    that every token uses (DeepSeekMoE, MiniMind). None/0 for a dense FFN.
+    that every token uses (DeepSeekMoE, MiniMind). None/0 for a dense FFN. ``norm_topk_prob``:
+    renormalise the k router weights to sum to 1 (Mixtral always; MiniMind when k > 1).
 
     Raises:
         ConfigError (a ``ValueError``): a field breaks a rule; the message names the field and
@@ -129,6 +130,7 @@ class ModelConfig:
     num_local_experts: int | None = None
     num_experts_per_tok: int | None = None
     n_shared_experts: int = 0
+    norm_topk_prob: bool = True
     model_type: str = "llama"
 
     def __post_init__(self) -> None:
@@ -153,7 +155,8 @@ class ModelConfig:
                     f"({self.num_attention_heads}) when head_dim is not given")
             object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
         _positive_int("head_dim", self.head_dim)
-        for name in ("tie_word_embeddings", "qkv_bias", "o_proj_bias", "mlp_bias", "qk_norm"):
+        for name in ("tie_word_embeddings", "qkv_bias", "o_proj_bias", "mlp_bias", "qk_norm",
+                     "norm_topk_prob"):
             _boolean(name, getattr(self, name))
         _one_of("norm_type", self.norm_type, NORM_TYPES)
         _one_of("mlp_type", self.mlp_type, MLP_TYPES)
@@ -223,7 +226,8 @@ class ModelConfig:
           learned positions, LayerNorm with bias, biased projections, GELU MLP; tied by default.
         - ``mixtral``: Mistral's attention, and ``num_local_experts`` (default 8) experts of which
           ``num_experts_per_tok`` (default 2) run per token, with a bias-free router; untied.
-        - ``minimind`` (jingyaogong/minimind, ``MiniMindConfig``): Llama-like, always tied;
+        - ``minimind`` (jingyaogong/minimind, the MiniMind2 release's ``MiniMindConfig``;
+          later upstream versions rename the MoE fields and are not read): Llama-like, always tied;
           a missing ``intermediate_size`` is int(8H/3) rounded up to a multiple of 64; with
           ``use_moe``, ``n_routed_experts`` (default 4), ``num_experts_per_tok`` (2) and
           ``n_shared_experts`` (1).
@@ -321,7 +325,7 @@ def _minimind_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         model_type=model_type,
         intermediate_size=(minimind_intermediate_size(fields["hidden_size"]) if intermediate is None
                            else intermediate),
-        num_key_value_heads=raw.get("num_key_value_heads"),
+        num_key_value_heads=_optional(raw, "num_key_value_heads", 2),   # MiniMindConfig default
         tie_word_embeddings=True,
         hidden_act=_optional(raw, "hidden_act", "silu"),
         max_position_embeddings=_optional(raw, "max_position_embeddings", 32768),
@@ -331,9 +335,12 @@ def _minimind_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
     use_moe = _optional(raw, "use_moe", False)
     _boolean("use_moe", use_moe)
     if use_moe:
+        top_k = _optional(raw, "num_experts_per_tok", 2)
+        norm = _optional(raw, "norm_topk_prob", True)
+        _boolean("norm_topk_prob", norm)
         fields.update(num_local_experts=_optional(raw, "n_routed_experts", 4),
-                      num_experts_per_tok=_optional(raw, "num_experts_per_tok", 2),
-                      n_shared_experts=_optional(raw, "n_shared_experts", 1))
+                      num_experts_per_tok=top_k, n_shared_experts=_optional(raw, "n_shared_experts", 1),
+                      norm_topk_prob=bool(norm and top_k != 1))   # MoEGate: only when top_k > 1
     return fields
 
 
@@ -359,8 +366,8 @@ def _rope_scaling(raw: Mapping[str, Any]) -> RopeScaling | None:
 
 
 def _sliding_window(raw: Mapping[str, Any], model_type: str) -> int | None:
-    """Mistral always applies ``sliding_window``; Qwen only with ``use_sliding_window``."""
-    if model_type == "mistral":
+    """Mistral and Mixtral apply ``sliding_window`` when set; Qwen only with ``use_sliding_window``."""
+    if model_type in ("mistral", "mixtral"):
         return raw.get("sliding_window")
     if model_type in ("qwen2", "qwen3") and raw.get("use_sliding_window"):
         return raw.get("sliding_window")

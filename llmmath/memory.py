@@ -131,9 +131,12 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, batch: int = 1,
         items["softmax statistics (fp32)"] = 4 * a * s * b
     else:
         items["softmax output"] = 2 * a * s * s * b
-    if cfg.mlp_type == "gated":
-        items["gate and up outputs"] = 2 * 2 * s * b * I
-        items["activation output, product (input of down)"] = 2 * 2 * s * b * I
+    experts = (cfg.num_experts_per_tok + cfg.n_shared_experts) if cfg.is_moe else 1
+    if cfg.is_moe:
+        items["router logits"] = 2 * s * b * cfg.num_local_experts
+    if cfg.mlp_type == "gated":                  # per token, for each expert it uses (MoE: k + S)
+        items["gate and up outputs"] = 2 * 2 * s * b * I * experts
+        items["activation output, product (input of down)"] = 2 * 2 * s * b * I * experts
     else:
         items["input of the activation"] = 2 * s * b * I
         items["input of the second matmul"] = 2 * s * b * I

@@ -227,21 +227,25 @@ class MLP(nn.Module):
 
 class MoE(nn.Module):
     """A mixture-of-experts FFN: a bias-free router picks k of E gated experts per token,
-    weighted by its softmax renormalised over the k (Mixtral, HF ``MixtralSparseMoeBlock``;
-    MiniMind with ``norm_topk_prob``), plus S shared experts every token uses. Each routed
+    weighted by its softmax, renormalised over the k when ``cfg.norm_topk_prob`` (Mixtral, HF
+    ``MixtralSparseMoeBlock``; MiniMind's ``MoEGate`` when k > 1), plus S shared experts every
+    token uses. Each routed
     expert runs only on the tokens sent to it, so its FLOPs are those of k experts per token."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.top_k = cfg.num_experts_per_tok
+        self.top_k, self.norm_topk_prob = cfg.num_experts_per_tok, cfg.norm_topk_prob
         self.router = nn.Linear(cfg.hidden_size, cfg.num_local_experts, bias=False)
         self.experts = nn.ModuleList(MLP(cfg) for _ in range(cfg.num_local_experts))
         self.shared_experts = nn.ModuleList(MLP(cfg) for _ in range(cfg.n_shared_experts))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
-        weights, chosen = self.router(flat).softmax(dim=-1).topk(self.top_k, dim=-1)
-        weights = weights / weights.sum(dim=-1, keepdim=True)
+        probs = self.router(flat).softmax(dim=-1, dtype=torch.float32)      # as HF: in fp32
+        weights, chosen = probs.topk(self.top_k, dim=-1)
+        if self.norm_topk_prob:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        weights = weights.to(flat.dtype)
         out = torch.zeros_like(flat)
         for e, expert in enumerate(self.experts):
             rows, slot = torch.nonzero(chosen == e, as_tuple=True)

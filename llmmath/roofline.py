@@ -96,7 +96,9 @@ def _positive(name: str, value: int) -> None:
 def weights_read(cfg: ModelConfig, rows: int, dtype: str = "bf16") -> int:
     """Bytes of weights a step over ``rows`` tokens reads: every non-embedding weight and the
     LM head matrix (V·H, read once whether or not it is tied), but of the embedding table only
-    the rows of the tokens present (at most V; likewise for learned positions)."""
+    the rows of the tokens present (at most V; likewise for learned positions). For a mixture of
+    experts every expert is counted: an upper bound, since a small batch's tokens use only some
+    experts."""
     counts = count_params(cfg)
     rows_read = min(rows, cfg.vocab_size) * cfg.hidden_size
     if cfg.position_embedding_type == "learned":

@@ -162,3 +162,20 @@ def test_rope_theta_top_level_or_nested():
     assert ModelConfig.from_hf_config(raw).rope_theta == 10000.0          # LlamaConfig default
     raw["rope_parameters"] = {"rope_type": "default", "rope_theta": 500000.0}
     assert ModelConfig.from_hf_config(raw).rope_theta == 500000.0
+
+
+def test_minimind_defaults_follow_minimind_config():
+    raw = {"model_type": "minimind", "vocab_size": 6400, "hidden_size": 512,
+           "num_hidden_layers": 8, "num_attention_heads": 8}
+    cfg = ModelConfig.from_hf_config(raw)
+    assert (cfg.num_key_value_heads, cfg.intermediate_size, cfg.tie_word_embeddings) == (2, 1408, True)
+    assert count_params(cfg).total == 25_829_888            # MiniMind2-Small
+    one = ModelConfig.from_hf_config({**raw, "use_moe": True, "num_experts_per_tok": 1})
+    two = ModelConfig.from_hf_config({**raw, "use_moe": True})
+    assert (one.norm_topk_prob, two.norm_topk_prob) == (False, True)   # MoEGate: only for k > 1
+
+
+def test_mixtral_sliding_window_is_read():
+    raw = {**hf_config("mixtral-8x7b"), "sliding_window": 4096}
+    assert ModelConfig.from_hf_config(raw).sliding_window == 4096
+    assert ModelConfig.from_hf_config(hf_config("mixtral-8x7b")).sliding_window is None

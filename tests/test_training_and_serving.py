@@ -219,3 +219,11 @@ def test_cli_flops_table(name, attention):
     total = forward_flops_per_token(presets.load(name), 10000, attention).total
     shown = f"{int(total):,}" if total.denominator == 1 else f"{float(total):,.2f}"
     assert f"total" in out.stdout and shown in out.stdout
+
+
+def test_moe_activations_count_the_experts_a_token_uses():
+    mixtral = presets.load("mixtral-8x7b")
+    dense = mixtral.replace(num_local_experts=None, num_experts_per_tok=None)
+    moe, one = activation_bytes_per_layer(mixtral, 128), activation_bytes_per_layer(dense, 128)
+    assert moe["gate and up outputs"] == 2 * one["gate and up outputs"]        # k = 2 experts
+    assert moe["router logits"] == 2 * 128 * 8
