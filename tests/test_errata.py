@@ -71,6 +71,10 @@ def test_note000_7_5B_is_in_units_of_2_30():
     assert round(NOTE000_ESTIMATE / GB, 2) == 8.05               # decimal, as the note declares
     # "131M + 7.25B + 131M ≈ 7.51B": decimal millions plus binary billions
     assert round((2 * 131 * 10**6) / GB + note_blocks, 2) == 7.51
+    # the example's other figures are binary too: "232M", "64M", "2B", "40M", "1.25G"
+    assert (4 * H0**2 + 3 * H0 * I0) == 232 * MI and 4 * H0**2 == 64 * MI
+    assert L0 * 4 * H0**2 == 2 * GI
+    assert H0**2 * (2 + Fraction(2, 4)) == 40 * MI and L0 * H0**2 * (2 + Fraction(2, 4)) == 1.25 * GI
     mha = count_params(presets.load("mistral-7b-v0.1").replace(num_key_value_heads=32))
     assert mha.total - mha.by_group()["norm"] == NOTE000_ESTIMATE
 
@@ -381,6 +385,14 @@ def test_note001_layernorm_output_variance_below_one():
     with torch.no_grad():
         torch.testing.assert_close(ln(x).var(-1, unbiased=False), sigma2 / (sigma2 + ln.eps))
         assert ln(x).var(-1, unbiased=False).item() < 0.95
+
+
+def test_note002_rope_m_is_a_position():
+    from llmmath.rope import rope_cos_sin
+    positions, head_dim = 4096, 128
+    cos, sin = rope_cos_sin(head_dim, positions)
+    assert cos.shape == sin.shape == (positions, head_dim)      # one row per position m
+    torch.testing.assert_close(cos[0], torch.ones(head_dim, dtype=cos.dtype))   # m = 0: no turn
 
 
 def test_note002_rmsnorm_scale_invariance_needs_a_positive_scale():
