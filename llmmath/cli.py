@@ -157,33 +157,33 @@ def _count(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m llmmath",
-                     description="Exact parameter counts of decoder-only language models.")
+                     description="Exact parameters, KV cache bytes and FLOPs of decoder-only "
+                                 "language models.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    p = sub.add_parser("params", help="parameter breakdown of a preset or a config.json",
-                       description="Exact parameter breakdown. MODEL is a preset name "
-                                   f"({', '.join(presets.names())}) or a path to a config.json.")
-    p.add_argument("model", metavar="MODEL", help="preset name or path to a config.json")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(run=_params)
-    k = sub.add_parser("kv-cache", help="KV cache bytes of a preset or a config.json",
-                       description="Exact KV cache size: 2 * L * batch * tokens * n_kv * d_h * "
-                                   "bytes per element; a sliding window caps the tokens kept.")
-    k.add_argument("model", metavar="MODEL", help="preset name or path to a config.json")
+
+    def command(name: str, run, help: str, description: str) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help, description=description)
+        cmd.add_argument("model", metavar="MODEL", help="preset name or path to a config.json")
+        cmd.add_argument("--json", action="store_true", help="print one JSON object")
+        cmd.set_defaults(run=run)
+        return cmd
+
+    command("params", _params, "parameter breakdown of a preset or a config.json",
+            f"Exact parameter breakdown. MODEL is a preset name ({', '.join(presets.names())}) "
+            "or a path to a config.json.")
+    k = command("kv-cache", _kv_cache, "KV cache bytes of a preset or a config.json",
+                "Exact KV cache size: 2 * L * batch * tokens * n_kv * d_h * bytes per element; "
+                "a sliding window caps the tokens kept.")
     k.add_argument("--seq-len", type=_count, required=True, help="tokens per sequence")
     k.add_argument("--batch", type=_count, default=1, help="sequences (default 1)")
     k.add_argument("--dtype", default="bf16", choices=list(DTYPE_BITS),
                    help="cache number format (default bf16)")
-    k.add_argument("--json", action="store_true", help="print one JSON object")
-    k.set_defaults(run=_kv_cache)
-    f = sub.add_parser("flops", help="forward FLOPs per token of a preset or a config.json",
-                       description="Forward FLOPs per token: 2 x every matmul weight (LM head "
-                                   "included) plus QK^T and AV at length T.")
-    f.add_argument("model", metavar="MODEL", help="preset name or path to a config.json")
+    f = command("flops", _flops, "forward FLOPs per token of a preset or a config.json",
+                "Forward FLOPs per token: 2 x every matmul weight (LM head included) plus QK^T "
+                "and AV at length T.")
     f.add_argument("--seq-len", type=_count, required=True, help="sequence length T")
     f.add_argument("--attention", choices=["causal", "full"], default="causal",
                    help="count causal pairs (default) or all T x T")
-    f.add_argument("--json", action="store_true", help="print one JSON object")
-    f.set_defaults(run=_flops)
     return parser
 
 

@@ -159,6 +159,14 @@ class ParamExplorer:
         return self.config != presets.load(self.preset.value)
 
 
+def _wire(explorer, controls: tuple, *below: W.Widget) -> W.VBox:
+    """Observe every control with ``explorer.update`` and lay the controls out in two rows,
+    the first three above the rest, with ``below`` under them."""
+    for control in controls:
+        control.observe(lambda _: explorer.update(), names="value")
+    return W.VBox([W.HBox(list(controls[:3])), W.HBox(list(controls[3:])), *below])
+
+
 def _table(rows: list[tuple[str, str]]) -> str:
     body = "".join(f"<tr><td>{html.escape(k)}</td><td style='text-align:right'>{v}</td></tr>"
                    for k, v in rows)
@@ -277,12 +285,8 @@ class ServingExplorer:
                                          description="GPU (GB)", style=style, layout=layout)
         self.output = W.HTML()
         self.fit = None
-        controls = (self.preset, self.weight_dtype, self.cache_dtype, self.batch, self.seq_len,
-                    self.gpu_gb)
-        for w in controls:
-            w.observe(lambda _: self.update(), names="value")
-        self.widget = W.VBox([W.HBox(list(controls[:3])), W.HBox(list(controls[3:])),
-                              self.output])
+        self.widget = _wire(self, (self.preset, self.weight_dtype, self.cache_dtype, self.batch,
+                                   self.seq_len, self.gpu_gb), self.output)
         self.update()
 
     def _ipython_display_(self) -> None:
@@ -456,12 +460,8 @@ class MemoryBudget:
         self.gpu_gb = W.BoundedFloatText(value=gpu_gb, min=0.001, max=10**6,
                                          description="GPU (GB)", style=style, layout=layout)
         self.output = W.HTML()
-        controls = (self.preset, self.dtype, self.optimizer, self.batch, self.seq_len,
-                    self.flash, self.gpu_gb)
-        for control in controls:
-            control.observe(lambda _: self.update(), names="value")
-        self.widget = W.VBox([W.HBox(list(controls[:3])), W.HBox(list(controls[3:])),
-                              self.output])
+        self.widget = _wire(self, (self.preset, self.dtype, self.optimizer, self.batch,
+                                   self.seq_len, self.flash, self.gpu_gb), self.output)
         self.update()
 
     def _ipython_display_(self) -> None:
@@ -561,12 +561,8 @@ class RooflineExplorer:
         self.context = W.BoundedIntText(value=context, min=1, max=10**7, description="context",
                                         style=style, layout=layout)
         self.picture, self.table = W.HTML(), W.HTML()
-        controls = (self.preset, self.gpu, self.weight_dtype, self.cache_dtype, self.batch,
-                    self.context)
-        for control in controls:
-            control.observe(lambda _: self.update(), names="value")
-        self.widget = W.VBox([W.HBox(list(controls[:3])), W.HBox(list(controls[3:])),
-                              W.HBox([self.picture, self.table])])
+        self.widget = _wire(self, (self.preset, self.gpu, self.weight_dtype, self.cache_dtype,
+                                   self.batch, self.context), W.HBox([self.picture, self.table]))
         self.update()
 
     def _ipython_display_(self) -> None:
