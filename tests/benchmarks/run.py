@@ -92,7 +92,7 @@ def main() -> None:
         report(f"python -m llmmath params {preset} --json",
                whole_process([sys.executable, "-m", "llmmath", "params", preset, "--json"]), 0.3)
     report("import llmmath", import_time(), 0.2)
-    for path in sorted((ROOT / "chapters").glob("*.ipynb")):
+    for path in sorted((ROOT / "chapters").glob("*.ipynb")) + sorted((ROOT / "book").glob("*.ipynb")):
         report(f"chapter {path.name}", chapter_time(path), 10.0)
     for name in WIDGETS:
         report(f"{name} recompute and redraw", widget_time(name), 0.05)
