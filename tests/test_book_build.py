@@ -25,6 +25,11 @@ def site(tmp_path_factory) -> Path:
 def test_front_matter_renders(site):
     assert "Notation" in (site / "book" / "notation.html").read_text(encoding="utf-8")
     assert (site / "index.html").exists()
+    assert "分组查询注意力" in (site / "book" / "glossary.html").read_text(encoding="utf-8")
+    references = (site / "book" / "references.html").read_text(encoding="utf-8")
+    bib = (ROOT / "book" / "references.bib").read_text(encoding="utf-8")
+    assert references.count('class="citation"') == bib.count("@")   # every entry listed
+    assert "Ainslie" in references and "Vaswani" in references
 
 
 @pytest.mark.parametrize("notebook", CHAPTERS, ids=[p.stem for p in CHAPTERS])
