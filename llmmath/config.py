@@ -63,7 +63,8 @@ class RopeScaling:
         return scaling
 
 
-def _positive_int(name: str, value: Any) -> None:
+def check_positive_int(name: str, value: Any) -> None:
+    """Raise `ConfigError` naming ``name`` unless ``value`` is a positive ``int`` (not a bool)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
     if value <= 0:
@@ -136,10 +137,10 @@ class ModelConfig:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                      "num_attention_heads", "max_position_embeddings"):
-            _positive_int(name, getattr(self, name))
+            check_positive_int(name, getattr(self, name))
         if self.num_key_value_heads is None:
             object.__setattr__(self, "num_key_value_heads", self.num_attention_heads)
-        _positive_int("num_key_value_heads", self.num_key_value_heads)
+        check_positive_int("num_key_value_heads", self.num_key_value_heads)
         if self.num_key_value_heads > self.num_attention_heads:
             raise ConfigError(
                 f"num_key_value_heads ({self.num_key_value_heads}) must not exceed "
@@ -154,7 +155,7 @@ class ModelConfig:
                     f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
                     f"({self.num_attention_heads}) when head_dim is not given")
             object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
-        _positive_int("head_dim", self.head_dim)
+        check_positive_int("head_dim", self.head_dim)
         for name in ("tie_word_embeddings", "qkv_bias", "o_proj_bias", "mlp_bias", "qk_norm",
                      "norm_topk_prob"):
             _boolean(name, getattr(self, name))
@@ -163,7 +164,7 @@ class ModelConfig:
         _one_of("position_embedding_type", self.position_embedding_type, POSITION_TYPES)
         _one_of("hidden_act", self.hidden_act, ACTIVATIONS)
         if self.sliding_window is not None:
-            _positive_int("sliding_window", self.sliding_window)
+            check_positive_int("sliding_window", self.sliding_window)
         self._check_experts()
         for name in ("rope_theta", "norm_eps"):
             value = getattr(self, name)
@@ -180,8 +181,8 @@ class ModelConfig:
                 raise ConfigError("num_experts_per_tok and n_shared_experts need num_local_experts "
                                   "(a mixture of experts)")
             return
-        _positive_int("num_local_experts", self.num_local_experts)
-        _positive_int("num_experts_per_tok", self.num_experts_per_tok)
+        check_positive_int("num_local_experts", self.num_local_experts)
+        check_positive_int("num_experts_per_tok", self.num_experts_per_tok)
         if self.num_experts_per_tok > self.num_local_experts:
             raise ConfigError(f"num_experts_per_tok ({self.num_experts_per_tok}) must not exceed "
                               f"num_local_experts ({self.num_local_experts})")
@@ -319,7 +320,7 @@ def _minimind_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
     from llmmath.ffn import minimind_intermediate_size
     fields = {name: _required(raw, name, model_type)
               for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")}
-    _positive_int("hidden_size", fields["hidden_size"])
+    check_positive_int("hidden_size", fields["hidden_size"])
     intermediate = raw.get("intermediate_size")
     fields.update(
         model_type=model_type,
@@ -376,10 +377,10 @@ def _sliding_window(raw: Mapping[str, Any], model_type: str) -> int | None:
 
 def _gpt2_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
     for name in ("vocab_size", "n_embd", "n_layer", "n_head", "n_positions"):
-        _positive_int(name, _required(raw, name, model_type))
+        check_positive_int(name, _required(raw, name, model_type))
     hidden = raw["n_embd"]
     if raw.get("n_inner") is not None:
-        _positive_int("n_inner", raw["n_inner"])
+        check_positive_int("n_inner", raw["n_inner"])
     return dict(
         model_type=model_type,
         vocab_size=raw["vocab_size"],

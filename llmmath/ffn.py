@@ -13,17 +13,13 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from llmmath.config import ConfigError, ModelConfig
+from llmmath.config import ModelConfig, check_positive_int
 
-
-def _positive(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
 
 def round_up(value: int, multiple: int) -> int:
     """The smallest multiple of ``multiple`` that is ≥ ``value``."""
-    _positive("multiple", multiple)
+    check_positive_int("multiple", multiple)
     return multiple * ((value + multiple - 1) // multiple)
 
 
@@ -38,7 +34,7 @@ def llama_intermediate_size(dim: int, multiple_of: int = 256,
     ``llama_intermediate_size(16384, 4096, 1.2)`` → 53248 (Llama-3.1-405B)
     (the ``params.json`` of each release gives these inputs).
     """
-    _positive("dim", dim)
+    check_positive_int("dim", dim)
     hidden = int(2 * (4 * dim) / 3)
     if ffn_dim_multiplier is not None:
         hidden = int(ffn_dim_multiplier * hidden)
@@ -48,7 +44,7 @@ def llama_intermediate_size(dim: int, multiple_of: int = 256,
 def minimind_intermediate_size(hidden_size: int, multiple_of: int = 64) -> int:
     """MiniMind's rule (note 003): int(hidden_size·8/3) rounded up to a multiple of 64.
     hidden 512 → 1408."""
-    _positive("hidden_size", hidden_size)
+    check_positive_int("hidden_size", hidden_size)
     return round_up(int(hidden_size * 8 / 3), multiple_of)
 
 

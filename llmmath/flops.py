@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from llmmath.config import ConfigError, ModelConfig
+from llmmath.config import ConfigError, ModelConfig, check_positive_int
 
 
 @dataclass(frozen=True)
@@ -43,15 +43,11 @@ class AttentionFlops:
         return self.scores + self.weighted_sum
 
 
-def _positive(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-
 
 def attention_pairs(seq_len: int, causal: bool, window: int | None = None) -> int:
     """Query–key pairs a length-t sequence computes: t² (full) or, causal, Σᵢ min(i, W) over
     positions i = 1 … t, which is t(t+1)/2 without a window W."""
-    _positive("seq_len", seq_len)
+    check_positive_int("seq_len", seq_len)
     if not causal:
         return seq_len * seq_len
     if window is None or seq_len <= window:
@@ -71,7 +67,7 @@ def attention_flops(cfg: ModelConfig, seq_len: int, causal: bool = False,
     Raises:
         ConfigError: ``seq_len`` or ``batch`` is not a positive integer.
     """
-    _positive("batch", batch)
+    check_positive_int("batch", batch)
     pairs = attention_pairs(seq_len, causal, cfg.sliding_window)
     return AttentionFlops(
         projections=cfg.num_hidden_layers * batch * 2 * seq_len * _projection_weights(cfg),
@@ -84,8 +80,8 @@ def decode_attention_flops(cfg: ModelConfig, context: int, batch: int = 1) -> At
     """Attention FLOPs of one decode step with a KV cache: one new query per sequence against
     the ``context`` keys up to and including its own (at most ``cfg.sliding_window``), all L
     layers. Equals ``causal(context) − causal(context − 1)`` of `attention_flops`."""
-    _positive("context", context)
-    _positive("batch", batch)
+    check_positive_int("context", context)
+    check_positive_int("batch", batch)
     keys = min(context, cfg.sliding_window) if cfg.sliding_window else context
     quadratic = cfg.num_hidden_layers * batch * 2 * cfg.num_attention_heads * cfg.head_dim * keys
     return AttentionFlops(cfg.num_hidden_layers * batch * 2 * _projection_weights(cfg),
@@ -102,8 +98,8 @@ def rope_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> int:
     """FLOPs RoPE adds in a forward pass: ``x·cos + rotate_half(x)·sin`` on every query and key
     element, 3 FLOPs each (two multiplies, one add; the sign flip and the cos/sin table, computed
     once, are not counted): 3·(n_h + n_kv)·d_h per token per layer. Zero for learned positions."""
-    _positive("seq_len", seq_len)
-    _positive("batch", batch)
+    check_positive_int("seq_len", seq_len)
+    check_positive_int("batch", batch)
     if cfg.position_embedding_type != "rope":
         return 0
     per_token = 3 * (cfg.num_attention_heads + cfg.num_key_value_heads) * cfg.head_dim
@@ -113,7 +109,7 @@ def rope_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> int:
 def lm_head_flops(cfg: ModelConfig, tokens: int = 1) -> int:
     """FLOPs of the LM head for ``tokens`` tokens: 2·H·V each (tied or not: the matmul runs
     either way). The embedding lookup before the first layer costs no FLOPs: it copies rows."""
-    _positive("tokens", tokens)
+    check_positive_int("tokens", tokens)
     return 2 * cfg.hidden_size * cfg.vocab_size * tokens
 
 
@@ -121,7 +117,7 @@ def ffn_flops(cfg: ModelConfig, tokens: int = 1) -> int:
     """Matmul FLOPs of the FFN blocks for ``tokens`` tokens: 2 × the FFN weights × tokens, all L
     layers (gated: 2·3·H·I per layer and token; plain: 2·2·H·I). The activation and the gating
     product (about I FLOPs each) are left out."""
-    _positive("tokens", tokens)
+    check_positive_int("tokens", tokens)
     return cfg.num_hidden_layers * tokens * 2 * _ffn_weights_per_token(cfg)
 
 
@@ -248,14 +244,14 @@ def training_flops(cfg: ModelConfig, tokens: int, seq_len: int, attention: str =
     """FLOPs to train on ``tokens`` tokens: forward + backward, the backward pass costing twice
     the forward (one matmul for the input gradient, one for the weight gradient), so 3 × forward
     ≈ 6·N·D (Kaplan et al. 2020, Sec. 2.1; Hoffmann et al. 2022, Appendix F)."""
-    _positive("tokens", tokens)
+    check_positive_int("tokens", tokens)
     return 3 * tokens * forward_flops_per_token(cfg, seq_len, attention).total
 
 
 def training_days(total_flops: float, gpus: int, peak_flops: float, mfu: float) -> float:
     """Wall-clock days for ``total_flops`` on ``gpus`` GPUs of ``peak_flops`` FLOP/s each at
     model FLOPs utilisation ``mfu`` (0 < mfu ≤ 1)."""
-    _positive("gpus", gpus)
+    check_positive_int("gpus", gpus)
     if not 0 < mfu <= 1:
         raise ConfigError(f"mfu must be in (0, 1], got {mfu!r}")
     return float(total_flops) / (gpus * peak_flops * mfu) / 86400

@@ -15,24 +15,20 @@ Explained in the chapter *The KV cache* (``chapters/07_kv_cache.ipynb``).
 
 from __future__ import annotations
 
-from llmmath.config import ConfigError, ModelConfig
+from llmmath.config import ModelConfig, check_positive_int
 from llmmath.units import bytes_of
 
-
-def _positive(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
 
 def cached_tokens(cfg: ModelConfig, seq_len: int) -> int:
     """Tokens per sequence the cache holds after ``seq_len`` tokens: min(t, sliding_window)."""
-    _positive("seq_len", seq_len)
+    check_positive_int("seq_len", seq_len)
     return min(seq_len, cfg.sliding_window) if cfg.sliding_window else seq_len
 
 
 def kv_cache_elements(cfg: ModelConfig, batch: int = 1, seq_len: int = 1) -> int:
     """Numbers in the cache: 2 · L · b · min(t, W) · n_kv · d_h (keys and values)."""
-    _positive("batch", batch)
+    check_positive_int("batch", batch)
     return (2 * cfg.num_hidden_layers * batch * cached_tokens(cfg, seq_len)
             * cfg.num_key_value_heads * cfg.head_dim)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmmath.config import ConfigError, ModelConfig
+from llmmath.config import ConfigError, ModelConfig, check_positive_int
 from llmmath.counting import count_params
 from llmmath.kvcache import kv_cache_bytes, kv_cache_bytes_per_token
 from llmmath.units import bytes_of
@@ -59,8 +59,7 @@ def serving_fit(cfg: ModelConfig, gpu_bytes: int, batch: int = 1, seq_len: int =
     Raises:
         ConfigError: a size is not a positive integer, or a dtype is unknown.
     """
-    if isinstance(gpu_bytes, bool) or not isinstance(gpu_bytes, int) or gpu_bytes <= 0:
-        raise ConfigError(f"gpu_bytes must be a positive integer, got {gpu_bytes!r}")
+    check_positive_int("gpu_bytes", gpu_bytes)
     weights = weight_bytes(cfg, weight_dtype)
     cache = kv_cache_bytes(cfg, batch, seq_len, cache_dtype)
     free = gpu_bytes - weights
@@ -113,9 +112,8 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, batch: int = 1,
     s, b, H = seq_len, batch, cfg.hidden_size
     q, kv, a, I = (cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim,
                    cfg.num_attention_heads, cfg.intermediate_size)
-    for name, value in (("seq_len", s), ("batch", b)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    check_positive_int("seq_len", s)
+    check_positive_int("batch", b)
     items = {
         "input of the first norm": 2 * s * b * H,
         "input of q, k, v projections": 2 * s * b * H,

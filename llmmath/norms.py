@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmmath.config import ConfigError, NORM_TYPES
+from llmmath.config import NORM_TYPES, ConfigError, check_positive_int
 from llmmath.units import bytes_of
 
 FLOPS_PER_FEATURE = {"rmsnorm": 4, "layernorm": 7}
@@ -47,9 +47,8 @@ def norm_cost(norm_type: str, hidden_size: int, tokens: int = 1, dtype: str = "b
     """
     if norm_type not in NORM_TYPES:
         raise ConfigError(f"norm_type must be one of {', '.join(NORM_TYPES)}; got {norm_type!r}")
-    for name, value in (("hidden_size", hidden_size), ("tokens", tokens)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    check_positive_int("hidden_size", hidden_size)
+    check_positive_int("tokens", tokens)
     flops = FLOPS_PER_FEATURE[norm_type] * hidden_size * tokens
     moved = 2 * hidden_size * tokens + PARAMS_PER_FEATURE[norm_type] * hidden_size
     return NormCost(flops, bytes_of(moved, dtype))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmmath.config import ConfigError, ModelConfig
+from llmmath.config import ConfigError, ModelConfig, check_positive_int
 from llmmath.counting import count_params
 from llmmath.flops import decode_attention_flops, forward_flops_per_token, matmul_weights
 from llmmath.kvcache import kv_cache_bytes
@@ -85,12 +85,6 @@ class Step:
         return self.batch / self.seconds
 
 
-DecodeStep = Step
-
-
-def _positive(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
 
 def weights_read(cfg: ModelConfig, rows: int, dtype: str = "bf16") -> int:
@@ -117,7 +111,7 @@ def decode_step(cfg: ModelConfig, gpu: GPU | str, batch: int = 1, context: int =
         ConfigError: ``batch`` or ``context`` not a positive integer, or an unknown dtype.
     """
     gpu = GPUS[gpu] if isinstance(gpu, str) else gpu
-    _positive("batch", batch)
+    check_positive_int("batch", batch)
     attention = decode_attention_flops(cfg, context, batch)
     flops = 2 * sum(matmul_weights(cfg).values()) * batch + attention.quadratic
     read = weights_read(cfg, batch, weight_dtype) + kv_cache_bytes(cfg, batch, context, cache_dtype)
@@ -130,7 +124,7 @@ def prefill_step(cfg: ModelConfig, gpu: GPU | str, tokens: int, batch: int = 1,
     FLOPs of every token (`forward_flops_per_token`); bytes = the weights read once and the KV
     cache written once. Its ``batch`` is the b·t tokens processed."""
     gpu = GPUS[gpu] if isinstance(gpu, str) else gpu
-    _positive("batch", batch)
+    check_positive_int("batch", batch)
     per_token = forward_flops_per_token(cfg, tokens, "causal").total
     flops = int(per_token * tokens) * batch                # whole: pairs·4·L·n_h·d_h over T
     read = weights_read(cfg, batch * tokens, weight_dtype) + kv_cache_bytes(cfg, batch, tokens, cache_dtype)
@@ -161,7 +155,7 @@ def mfu(tokens_per_second: float, flops_per_token: float, gpus: int, peak_flops:
     Raises:
         ConfigError: a rate, count or peak that is not positive.
     """
-    _positive("gpus", gpus)
+    check_positive_int("gpus", gpus)
     for name, value in (("tokens_per_second", tokens_per_second),
                         ("flops_per_token", flops_per_token), ("peak_flops", peak_flops)):
         if not value > 0:

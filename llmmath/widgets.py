@@ -23,6 +23,8 @@ from __future__ import annotations
 import html
 import math
 
+from typing import TYPE_CHECKING
+
 import ipywidgets as W
 from IPython.display import display
 
@@ -30,6 +32,9 @@ from llmmath import presets
 from llmmath.config import ConfigError, ModelConfig
 from llmmath.counting import GROUPS, ParamCount, count_params
 from llmmath.plots import GROUP_COLORS, GROUP_LABELS
+
+if TYPE_CHECKING:
+    import torch
 
 
 def divisors(n: int) -> list[int]:

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llmmath import ConfigError, count_params, presets
+from llmmath import ConfigError, presets
 from llmmath.kvcache import kv_cache_bytes
 from llmmath.memory import serving_fit, weight_bytes
 

@@ -218,7 +218,7 @@ def test_cli_flops_table(name, attention):
     assert out.returncode == 0, out.stderr
     total = forward_flops_per_token(presets.load(name), 10000, attention).total
     shown = f"{int(total):,}" if total.denominator == 1 else f"{float(total):,.2f}"
-    assert f"total" in out.stdout and shown in out.stdout
+    assert "total" in out.stdout and shown in out.stdout
 
 
 def test_moe_activations_count_the_experts_a_token_uses():
