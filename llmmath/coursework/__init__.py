@@ -1,0 +1,208 @@
+"""Coursework: per-student exercise sheets whose answers are checked, so ``pytest --nbval`` grades.
+
+A teacher hands out one notebook per student and chapter (`llmmath.coursework.handout`, or
+``python -m llmmath coursework handout``). In it a `Sheet` draws the student's own numbers for
+each question of the chapter's bank (`llmmath.coursework.questions`) from a seed made of the
+chapter, the student's ID and the question number, so two students get different numbers and
+the same student always gets the same ones. Each answer cell ends in ``sheet.check(n, answer)``:
+
+- a right answer prints one stable line, ``Question n: correct (…)``;
+- a wrong one raises `WrongAnswer` with a hint (never the answer), an unanswered one
+  `NotAnswered`, so the cell fails.
+
+The teacher grades a folder of handed-in notebooks with ``pytest --nbval handed-in/``: nbval runs
+every notebook again, and a notebook passes exactly when every check passes (and, in strict mode,
+its stored outputs are the ones a fresh run gives). The pytest plugin in
+`llmmath.coursework.pytest_plugin` adds one more test per sheet: every question's check cell and
+the closing ``sheet.summary()`` are still there, so deleting a failing cell does not pass.
+
+    >>> sheet = Sheet("07_kv_cache", student="ada")
+    >>> sheet.problem(1).unit
+    'bytes'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+import random
+import re
+import textwrap
+from fractions import Fraction
+from types import SimpleNamespace
+
+from llmmath.coursework.questions import BANK, QUESTION_BANK_VERSION, Problem, Question, chapters
+
+__all__ = ["CHAPTER_TITLES", "NotAnswered", "PLACEHOLDER_ID", "Sheet", "SheetIncomplete",
+           "WrongAnswer", "chapters", "problem"]
+
+PLACEHOLDER_ID = "YOUR-STUDENT-ID"
+STUDENT_ID_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
+
+CHAPTER_TITLES = {
+    "01_parameters": "Counting parameters",
+    "02_embeddings": "Token embeddings and positions",
+    "03_attention": "Attention: MHA, GQA and MQA",
+    "04_ffn": "The feed-forward network",
+    "05_norms": "Normalization: LayerNorm and RMSNorm",
+    "06_rope": "RoPE: rotary position embedding",
+    "07_kv_cache": "The KV cache",
+    "08_flops": "FLOPs",
+    "09_memory": "Memory and speed",
+    "10_llama": "LLaMA 1 → 3",
+    "11_minimind": "Building MiniMind2-Small, step by step",
+    "12_moe": "Mixture of experts",
+    "13_zoo": "Model zoo",
+}
+
+
+class WrongAnswer(AssertionError):
+    """An answer that does not match; the message names the question and gives a hint."""
+
+
+class NotAnswered(WrongAnswer):
+    """An answer cell still holding ``...`` (or ``None``)."""
+
+
+class SheetIncomplete(AssertionError):
+    """`Sheet.summary` found questions not yet answered correctly."""
+
+
+def check_student_id(student: str) -> str:
+    """``student`` if it is a usable ID: 1–64 letters, digits, ``. _ @ -``, not the placeholder.
+
+    Raises:
+        ValueError: the placeholder, or another character; the message gives the rule.
+    """
+    if student == PLACEHOLDER_ID:
+        raise ValueError(f"student: replace {PLACEHOLDER_ID!r} with the ID your teacher gave you")
+    if not isinstance(student, str) or not STUDENT_ID_RULE.fullmatch(student):
+        raise ValueError(f"student must be 1 to 64 letters, digits or . _ @ - (starting with a "
+                         f"letter or digit); got {student!r}")
+    return student
+
+
+def _question(chapter: str, number: int) -> Question:
+    if chapter not in BANK:
+        raise ValueError(f"chapter {chapter!r} has no coursework; use one of {', '.join(chapters())}")
+    questions = BANK[chapter]
+    if not isinstance(number, int) or not 1 <= number <= len(questions):
+        raise ValueError(f"{chapter} has questions 1 to {len(questions)}; got {number!r}")
+    return questions[number - 1]
+
+
+def problem(chapter: str, student: str, number: int) -> Problem:
+    """Question ``number`` of ``chapter`` with ``student``'s numbers, its answer included.
+
+    The numbers come from a `random.Random` seeded with the SHA-256 of the bank version, the
+    chapter, the student ID and the question number: the same everywhere and every time.
+    """
+    q = _question(chapter, number)
+    key = f"llmmath coursework v{QUESTION_BANK_VERSION}|{chapter}|{check_student_id(student)}|{number}"
+    rng = random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest(), "big"))
+    return q.make(rng)
+
+
+def _as_number(answer: object, where: str) -> int | float | Fraction:
+    """A student's answer as an int, Fraction or float; anything else is refused by type."""
+    __tracebackhide__ = True
+    if answer is Ellipsis or answer is None:
+        raise NotAnswered(f"{where} has no answer yet: replace ... with your computation")
+    if hasattr(answer, "item") and callable(answer.item) and not isinstance(answer, numbers.Number):
+        try:                                   # a NumPy scalar or a one-element torch tensor
+            answer = answer.item()
+        except (ValueError, RuntimeError):
+            pass
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
+        raise WrongAnswer(f"{where}: the answer must be a number; got {type(answer).__name__} "
+                          f"{answer!r}")
+    if isinstance(answer, numbers.Integral):
+        return int(answer)
+    if isinstance(answer, numbers.Rational):
+        return Fraction(int(answer.numerator), int(answer.denominator))
+    return float(answer)
+
+
+def _format(value: int | float, unit: str) -> str:
+    text = f"{value:,}" if isinstance(value, int) else f"{value:,.6g}"
+    return f"{text} {unit}"
+
+
+class Sheet:
+    """One student's coursework sheet for one chapter.
+
+    Args:
+        chapter: a chapter with coursework (`chapters()`), e.g. ``"07_kv_cache"``.
+        student: the student's ID (see `check_student_id`).
+
+    Raises:
+        ValueError: an unknown chapter or an unusable student ID.
+    """
+
+    def __init__(self, chapter: str, student: str):
+        _question(chapter, 1)
+        self.chapter = chapter
+        self.student = check_student_id(student)
+        self.count = len(BANK[chapter])
+        self._correct: set[int] = set()
+
+    def __repr__(self) -> str:
+        return f"Sheet({self.chapter!r}, student={self.student!r})"
+
+    def problem(self, number: int) -> Problem:
+        """Question ``number`` with this student's numbers (the answer included: for teachers)."""
+        return problem(self.chapter, self.student, number)
+
+    def question(self, number: int) -> SimpleNamespace:
+        """Print question ``number`` with this student's numbers and return the numbers, by name
+        (``q = sheet.question(1)``; then ``q.hidden_size``, ...)."""
+        p = self.problem(number)
+        title = BANK[self.chapter][number - 1].title
+        text = "\n".join(line if line.startswith("    ") else textwrap.fill(line, 88)
+                         for line in p.text.splitlines())
+        print(f"Question {number} of {self.count}: {title}\n\n{text}\n\nAnswer in {p.unit}.")
+        return SimpleNamespace(**p.numbers)
+
+    def check(self, number: int, answer: object) -> None:
+        """Check ``answer`` to question ``number``: print ``Question n: correct (…)`` if right.
+
+        Integer answers must be exact (an int, or a float or Fraction equal to it); answers with
+        a tolerance may differ by that relative amount.
+
+        Raises:
+            NotAnswered: ``answer`` is ``...`` or ``None``.
+            WrongAnswer: not a number, or not the right one; the message has a hint.
+        """
+        __tracebackhide__ = True               # pytest leaves this frame out of its reports
+        p = self.problem(number)
+        where = f"Question {number}"
+        value = _as_number(answer, where)
+        if p.tolerance:
+            right = math.isclose(float(value), p.answer, rel_tol=p.tolerance)
+        elif isinstance(value, float) and not value.is_integer():
+            right = False
+        else:
+            right = value == p.answer
+        if not right:
+            self._correct.discard(number)
+            exact = ("" if p.tolerance or not isinstance(value, float) else
+                     " Give the exact integer: a float such as 6.7e9 has lost digits.")
+            raise WrongAnswer(f"{where}: {answer!r} is not right.{exact} Hint: {p.hint}.")
+        self._correct.add(number)
+        print(f"{where}: correct ({_format(p.answer, p.unit)}).")
+
+    def summary(self) -> None:
+        """Print how many questions were answered correctly in this session.
+
+        Raises:
+            SheetIncomplete: some questions are not answered correctly (they are listed).
+        """
+        __tracebackhide__ = True
+        missing = [n for n in range(1, self.count + 1) if n not in self._correct]
+        if missing:
+            which = (f"question {missing[0]} is" if len(missing) == 1 else
+                     f"questions {', '.join(map(str, missing))} are")
+            raise SheetIncomplete(f"{self.chapter}, {self.student}: {which} not answered "
+                                  "correctly yet")
+        print(f"{self.chapter}, {self.student}: all {self.count} questions correct.")
