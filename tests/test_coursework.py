@@ -18,7 +18,7 @@ import pytest
 from llmmath import presets
 from llmmath.coursework import (BANK, NotAnswered, Sheet, SheetIncomplete, WrongAnswer, chapters,
                                 problem)
-from llmmath.coursework.handout import (answer_key, hand_out, read_students, student_notebook)
+from llmmath.coursework.handout import answer_key, read_students, student_notebook
 from llmmath.coursework.pytest_plugin import sheet_problems
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -303,6 +303,13 @@ def test_teachers_command_grades_handed_in_notebooks(tmp_path):
     assert "WrongAnswer: Question 2:" in out.stdout
     assert any("sheet complete" in f for f in s042), failed
     assert "coursework sheet incomplete: question 2: no answer cell ends in" in out.stdout
+    # The teacher's guide shows this very report: each of its lines is in it.
+    guide = (ROOT / "book" / "teachers_guide.md").read_text(encoding="utf-8")
+    shown = guide.split("## What a failure report looks like")[1].split("```text\n")[1].split("```")[0]
+    report_lines = [line.rstrip() for line in out.stdout.splitlines()]
+    for line in shown.splitlines():
+        pattern = ".*".join(re.escape(part.strip()) for part in line.split("…"))
+        assert any(re.fullmatch(r"\s*" + pattern + r"\s*", r) for r in report_lines), line
 
     # The right notebook alone passes; so it does with its outputs cleared under --nbval-lax.
     for name in ("grace.ipynb", "s042.ipynb"):
