@@ -14,10 +14,12 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llmmath import presets
-from llmmath.coursework import (BANK, NotAnswered, Sheet, SheetIncomplete, WrongAnswer, chapters,
-                                problem)
+from llmmath.coursework import (BANK, STUDENT_ID_RULE, NotAnswered, Sheet, SheetIncomplete,
+                                WrongAnswer, chapters, problem)
 from llmmath.coursework.handout import answer_key, read_students, student_notebook
 from llmmath.coursework.pytest_plugin import sheet_problems
 
@@ -121,9 +123,7 @@ def test_every_chapter_has_coursework():
     assert all(len(qs) >= 2 for qs in BANK.values())
 
 
-@pytest.mark.parametrize("student", STUDENTS)
-@pytest.mark.parametrize("chapter", sorted(BANK))
-def test_answers_match_closed_forms(chapter, student):
+def _check_against_closed_forms(chapter, student):
     for q in BANK[chapter]:
         p = problem(chapter, student, q.number)
         if (chapter, q.number) == ("13_zoo", 2):
@@ -141,6 +141,19 @@ def test_answers_match_closed_forms(chapter, student):
         assert p.hint
         if isinstance(p.answer, int) and abs(p.answer) >= 1000:     # the question never gives it away
             assert f"{p.answer}" not in p.hint + p.text and f"{p.answer:,}" not in p.hint + p.text
+
+
+@pytest.mark.parametrize("student", STUDENTS)
+@pytest.mark.parametrize("chapter", sorted(BANK))
+def test_answers_match_closed_forms(chapter, student):
+    _check_against_closed_forms(chapter, student)
+
+
+@settings(max_examples=60)
+@given(student=st.from_regex(STUDENT_ID_RULE, fullmatch=True))
+def test_any_student_gets_a_valid_sheet(student):
+    for chapter in BANK:
+        _check_against_closed_forms(chapter, student)
 
 
 @pytest.mark.parametrize("chapter", sorted(BANK))
