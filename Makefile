@@ -4,14 +4,31 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: book test serve benchmark clean
+CHROMIUM := /usr/bin/chromium
+CHROMEDRIVER := /usr/bin/chromedriver
+
+.PHONY: book test browser serve benchmark clean
 
 book: $(STAMP)  ## build the book into _build/html (from the stored notebook outputs)
 	$(BIN)/jupyter-book build . --builder html
 	@echo "Open _build/html/index.html, or run: make serve"
 
-test: $(STAMP)  ## unit + property tests, nbval over every chapter, and a -W -n book build
+test: $(STAMP) browser  ## unit + property tests, nbval over every chapter, a -W -n book build, the site in Chromium
 	$(BIN)/python -m pytest
+
+# tests/test_browser.py opens every page in Debian's headless Chromium (and fonts-wqy-microhei, a small
+# CJK font, shows the glossary's Chinese in its screenshots). Installed only when chromium or its
+# driver is missing (apt-get as root, else through sudo); without either the test skips, or fails
+# when CI is set.
+browser:
+	@if [ -x $(CHROMIUM) ] && [ -x $(CHROMEDRIVER) ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	else echo "note: cannot install chromium + chromium-driver (not root, no sudo); tests/test_browser.py will skip (fail under CI)"; exit 0; fi; \
+	if command -v apt-get >/dev/null \
+	  && $$SUDO apt-get update -qq \
+	  && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver fonts-wqy-microhei >/dev/null; \
+	then echo "installed $$($(CHROMIUM) --version 2>/dev/null)"; \
+	else echo "note: could not install chromium + chromium-driver with apt-get; tests/test_browser.py will skip (fail under CI)"; fi
 
 serve: ## serve the built book on http://localhost:8000
 	$(BIN)/python -m http.server --directory _build/html 8000

@@ -93,7 +93,7 @@ class ParamExplorer:
         style = {"description_width": "40px"}
         layout = W.Layout(width="170px")
         self.preset = W.Dropdown(options=presets.names(), value=preset, description="model",
-                                 layout=W.Layout(width="260px"), style=style)
+                                 layout=W.Layout(width="280px"), style={"description_width": "60px"})
         self.sizes = {f: W.BoundedIntText(min=1, max=10**7, description=letter, style=style,
                                           layout=layout) for f, letter in self.FIELDS}
         self.n_kv = W.Dropdown(description="n_kv", style=style, layout=layout)

@@ -1,6 +1,11 @@
-"""Shared test setup: deterministic hypothesis runs (the same examples on every machine)."""
+"""Shared test setup: deterministic hypothesis runs (the same examples on every machine), and one
+build of the book shared by the tests that read the site (test_book_build.py, test_browser.py)."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -25,3 +30,22 @@ def write_config(tmp_path):
 def hf_config(name: str) -> dict:
     """The raw Hugging Face config.json shipped with a preset."""
     return dict(presets.get(name).hf_config)
+
+
+class BookBuild(NamedTuple):
+    returncode: int
+    log: str        # the tail of jupyter-book's stdout and stderr
+    html: Path      # the built site (_build/html)
+
+
+@pytest.fixture(scope="session")
+def book_build(tmp_path_factory) -> BookBuild:
+    """One strict build of the book (-W -n --keep-going) into a temporary directory, per session."""
+    out = tmp_path_factory.mktemp("book")
+    root = Path(__file__).resolve().parents[1]
+    jb = Path(sys.executable).with_name("jupyter-book")
+    result = subprocess.run([str(jb), "build", str(root), "--path-output", str(out),
+                             "-W", "-n", "--keep-going"], capture_output=True, text=True,
+                            timeout=900)
+    return BookBuild(result.returncode, result.stdout[-4000:] + result.stderr[-4000:],
+                     out / "_build" / "html")

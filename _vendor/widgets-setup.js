@@ -1,0 +1,22 @@
+// Not vendored: the book's own glue, loaded between requirejs/require.js and html-manager/embed-amd.js
+// on pages with widget state (nb_ipywidgets_js in _config.yml).
+(function () {
+  // embed-amd.js finds the icon fonts it bundles (html-manager/*.woff2) from its require.js module
+  // path, which is page-relative by default: map that path to the html-manager/ folder beside this file.
+  require.config({
+    paths: {"@jupyter-widgets/html-manager/dist": document.currentScript.src.replace(/[^\/]*$/, "html-manager")}
+  });
+  // The widgets typeset their labels through MathJax 2's MathJax.Hub.Queue whenever window.MathJax
+  // exists (jupyter-widgets/ipywidgets#3829); the book loads MathJax 3, so forward to its API.
+  // MathJax is a deferred script: it has run by DOMContentLoaded, before the widgets render (load).
+  document.addEventListener("DOMContentLoaded", function () {
+    var mathjax = window.MathJax;
+    if (mathjax && mathjax.startup && !mathjax.Hub) {
+      mathjax.Hub = {
+        Queue: function (command) {
+          mathjax.startup.promise.then(function () { return mathjax.typesetPromise([command[2]]); });
+        }
+      };
+    }
+  });
+})();
