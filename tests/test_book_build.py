@@ -92,6 +92,11 @@ def test_site_loads_nothing_from_other_hosts(site):
                   if (bad := external_urls_in_css(p.read_text(encoding="utf-8")))}
     assert not offenders, ("pages or stylesheets load from other hosts (serve it from the site: "
                            f"_vendor/README.md): {offenders}")
+    # no page even names a CDN (sphinx-thebe's inline script did, hence its removal); the
+    # vendored libraries keep theirs as defaults for features the book does not use
+    cdn = re.compile(r"unpkg\.com|jsdelivr\.net|cdnjs\.|googleapis\.com|plausible\.io")
+    named = [str(p.relative_to(site)) for p in pages if cdn.search(p.read_text(encoding="utf-8"))]
+    assert not named, f"pages that name a CDN: {named}"
     # the vendored MathJax and widget manager are where the pages point
     kv = (site / "chapters" / "07_kv_cache.html").read_text(encoding="utf-8")
     for asset in ("mathjax/tex-chtml.js", "requirejs/require.js", "html-manager/embed-amd.js"):
