@@ -335,3 +335,10 @@ def test_teachers_command_grades_handed_in_notebooks(tmp_path):
     nbformat.write(right, handed_in / "ada.ipynb")
     out, failed = _grade(tmp_path, "--nbval-lax")
     assert out.returncode == 0 and not failed, out.stdout[-3000:]
+
+
+@pytest.mark.parametrize("chapter", sorted(BANK))
+def test_each_chapter_points_to_its_sheet(chapter):
+    nb = nbformat.read(ROOT / "chapters" / f"{chapter}.ipynb", as_version=4)
+    assert any(f"`coursework/{chapter}.ipynb`" in c.source for c in nb.cells if c.cell_type == "markdown")
+    assert (ROOT / "coursework" / f"{chapter}.ipynb").is_file()
