@@ -159,9 +159,8 @@ def _coursework(args: argparse.Namespace) -> int:
         elif args.action == "key":
             for chapter in chapter_list:
                 for n, p in enumerate(answer_key(chapter, args.student), 1):
-                    shown = f"{p.answer:,}" if isinstance(p.answer, int) else f"{p.answer:.10g}"
                     tol = f" (relative tolerance {p.tolerance:g})" if p.tolerance else ""
-                    print(f"{chapter} {args.student} question {n}: {shown} {p.unit}{tol}")
+                    print(f"{chapter} {args.student} question {n}: {p.answer_text}{tol}")
         else:
             import nbformat
             os.makedirs(args.out, exist_ok=True)

@@ -49,3 +49,10 @@ def book_build(tmp_path_factory) -> BookBuild:
                             timeout=900)
     return BookBuild(result.returncode, result.stdout[-4000:] + result.stderr[-4000:],
                      out / "_build" / "html")
+
+
+@pytest.fixture(scope="session")
+def site(book_build) -> Path:
+    """The built site; fails the test that asks for it if the strict build failed."""
+    assert book_build.returncode == 0, book_build.log
+    return book_build.html

@@ -13,13 +13,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 
 
-@pytest.fixture(scope="module")
-def site(book_build) -> Path:
-    """The built site (the session's one build, tests/conftest.py)."""
-    assert book_build.returncode == 0, book_build.log
-    return book_build.html
-
-
 def test_front_matter_renders(site):
     assert "Notation" in (site / "book" / "notation.html").read_text(encoding="utf-8")
     assert (site / "index.html").exists()

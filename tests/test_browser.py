@@ -72,12 +72,6 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def site(book_build) -> Path:
-    assert book_build.returncode == 0, book_build.log
-    return book_build.html
-
-
-@pytest.fixture(scope="module")
 def server(site):
     """The site on http://127.0.0.1:<free port>, from a thread."""
     handler = type("Handler", (_Handler,), {"failures": []})
@@ -170,10 +164,6 @@ const drawn = view => {   // the manager puts a .widget-subarea with the view be
 })().then(done, error => done({scriptError: String(error)}));
 """
 
-# Console errors tolerated on purpose: none. (sphinx-thebe, whose inline script Sphinx 7.4 wrote
-# twice, throwing "Identifier 'THEBE_JS_URL' has already been declared", is left out of the
-# extensions in _config.yml: the book has no live-code button.)
-KNOWN_CONSOLE_ERRORS: tuple[str, ...] = ()
 NETWORK_SCHEMES = ("http:", "https:", "ws:", "wss:", "ftp:")
 
 
@@ -219,8 +209,7 @@ def test_page_renders_offline(page, site, server, browser, shots):
     report = browser.execute_async_script(INSPECT, WAIT_S)
     shot = shots / (page.replace("/", "__").removesuffix(".html") + ".png")
     full_page_screenshot(browser, shot)
-    console = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"
-               and not any(known in e["message"] for known in KNOWN_CONSOLE_ERRORS)]
+    console = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     network = network_problems(browser.get_log("performance"), server.base) + server.failures
 
     where = f"{page} (screenshot: {shot.relative_to(ROOT)})"

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmmath import presets
-from llmmath.coursework import (BANK, STUDENT_ID_RULE, NotAnswered, Sheet, SheetIncomplete,
+from llmmath.coursework import (BANK, CHAPTER_TITLES, STUDENT_ID_RULE, NotAnswered, Sheet, SheetIncomplete,
                                 WrongAnswer, chapters, problem)
 from llmmath.coursework.handout import answer_key, read_students, student_notebook
 from llmmath.coursework.pytest_plugin import sheet_problems
@@ -121,6 +121,9 @@ def _non_embedding_published(name):
 def test_every_chapter_has_coursework():
     assert chapters() == tuple(sorted(p.stem for p in (ROOT / "chapters").glob("*.ipynb")))
     assert all(len(qs) >= 2 for qs in BANK.values())
+    for chapter in chapters():                        # the sheets' titles are the chapters' own
+        first = nbformat.read(ROOT / "chapters" / f"{chapter}.ipynb", as_version=4).cells[0]
+        assert first.source.splitlines()[0] == f"# {CHAPTER_TITLES[chapter]}"
 
 
 def _check_against_closed_forms(chapter, student):
@@ -302,7 +305,8 @@ def test_teachers_command_grades_handed_in_notebooks(tmp_path):
     nbformat.write(one_wrong, handed_in / "grace.ipynb")
     nbformat.write(dropped, handed_in / "s042.ipynb")
     assert [o["text"] for c in right.cells if c.cell_type == "code" for o in c.outputs
-            if o.get("name") == "stdout"][-1] == "07_kv_cache, ada: all 2 questions correct.\n"
+            if o.get("name") == "stdout"][-1] == (
+        f"07_kv_cache, ada: all {len(BANK['07_kv_cache'])} questions correct.\n")
     assert sheet_problems(json.loads((handed_in / "ada.ipynb").read_text())) == []
     assert sheet_problems(json.loads((handed_in / "s042.ipynb").read_text())) == [
         "question 2: no answer cell ends in `sheet.check(2, answer_2)`"]

@@ -10,16 +10,11 @@ import nbformat
 import pytest
 import yaml
 
+from llmmath.coursework.handout import REPOSITORY_BRANCH, REPOSITORY_URL, install_cell
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted((ROOT / "book").glob("*.ipynb"))
 
-INSTALL = """\
-# On Colab, or any Python without the book's package, install it first (torch and the
-# usual scientific stack are already there on Colab).
-import importlib.util
-
-if importlib.util.find_spec("llmmath") is None:
-    %pip install --quiet "llmmath[notebooks] @ git+{url}@{branch}\""""
 PIP_URL = re.compile(r'"llmmath\[notebooks\] @ git\+(?P<url>\S+)@(?P<branch>[^"@\s]+)"')
 
 
@@ -30,6 +25,10 @@ def repository() -> tuple[str, str]:
 
 def code_cells(path: Path) -> list:
     return [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
+
+
+def test_package_names_the_books_repository():
+    assert (REPOSITORY_URL, REPOSITORY_BRANCH) == repository()
 
 
 def test_notebooks_found():
@@ -44,7 +43,7 @@ def test_first_code_cell_installs_the_package(path):
     pip = PIP_URL.search(first.source)
     assert pip, f"{path.name}: the first code cell does not install llmmath"
     assert (pip["url"], pip["branch"]) == (url, branch), "the URL differs from _config.yml's"
-    assert first.source == INSTALL.format(url=url, branch=branch)
+    assert first.source == install_cell(url, branch)
     assert first.metadata.get("tags") == ["hide-cell"]
     assert first.outputs == [] and first.execution_count == 1      # run, silently, where llmmath is installed
     assert not any(PIP_URL.search(cell.source) for cell in rest), "install cell repeated"

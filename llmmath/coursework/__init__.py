@@ -34,7 +34,7 @@ from types import SimpleNamespace
 
 from llmmath.coursework.questions import BANK, QUESTION_BANK_VERSION, Problem, Question, chapters
 
-__all__ = ["CHAPTER_TITLES", "NotAnswered", "PLACEHOLDER_ID", "Sheet", "SheetIncomplete",
+__all__ = ["CHAPTER_TITLES", "NotAnswered", "check_chapter", "PLACEHOLDER_ID", "Sheet", "SheetIncomplete",
            "WrongAnswer", "chapters", "problem"]
 
 PLACEHOLDER_ID = "YOUR-STUDENT-ID"
@@ -83,10 +83,19 @@ def check_student_id(student: str) -> str:
     return student
 
 
-def _question(chapter: str, number: int) -> Question:
+def check_chapter(chapter: str) -> str:
+    """``chapter`` if it has coursework.
+
+    Raises:
+        ValueError: no coursework for it; the message lists the chapters that have some.
+    """
     if chapter not in BANK:
         raise ValueError(f"chapter {chapter!r} has no coursework; use one of {', '.join(chapters())}")
-    questions = BANK[chapter]
+    return chapter
+
+
+def _question(chapter: str, number: int) -> Question:
+    questions = BANK[check_chapter(chapter)]
     if not isinstance(number, int) or not 1 <= number <= len(questions):
         raise ValueError(f"{chapter} has questions 1 to {len(questions)}; got {number!r}")
     return questions[number - 1]
@@ -124,11 +133,6 @@ def _as_number(answer: object, where: str) -> int | float | Fraction:
     return float(answer)
 
 
-def _format(value: int | float, unit: str) -> str:
-    text = f"{value:,}" if isinstance(value, int) else f"{value:,.6g}"
-    return f"{text} {unit}"
-
-
 class Sheet:
     """One student's coursework sheet for one chapter.
 
@@ -141,8 +145,7 @@ class Sheet:
     """
 
     def __init__(self, chapter: str, student: str):
-        _question(chapter, 1)
-        self.chapter = chapter
+        self.chapter = check_chapter(chapter)
         self.student = check_student_id(student)
         self.count = len(BANK[chapter])
         self._correct: set[int] = set()
@@ -190,7 +193,7 @@ class Sheet:
                      " Give the exact integer: a float such as 6.7e9 has lost digits.")
             raise WrongAnswer(f"{where}: {answer!r} is not right.{exact} Hint: {p.hint}.")
         self._correct.add(number)
-        print(f"{where}: correct ({_format(p.answer, p.unit)}).")
+        print(f"{where}: correct ({p.answer_text}).")
 
     def summary(self) -> None:
         """Print how many questions were answered correctly in this session.

@@ -14,18 +14,25 @@ import os
 from pathlib import Path
 
 from llmmath.coursework import (BANK, CHAPTER_TITLES, PLACEHOLDER_ID, QUESTION_BANK_VERSION,
-                                Problem, check_student_id, chapters, problem)
+                                Problem, check_chapter, check_student_id, chapters, problem)
 
 METADATA_KEY = "llmmath_coursework"
 
-INSTALL_CELL = """\
-# On Colab, or any Python without the book's package, install it first (torch and the
-# usual scientific stack are already there on Colab).
-import importlib.util
+# The repository the book is published from: the same as `repository:` in _config.yml, which the
+# launch buttons use (tests/test_notebooks.py checks that the two agree).
+REPOSITORY_URL, REPOSITORY_BRANCH = "https://github.com/llm-math/llm-math", "main"
 
-if importlib.util.find_spec("llmmath") is None:
-    %pip install --quiet "llmmath[notebooks] @ git+https://github.com/llm-math/llm-math@main"
-"""
+
+def install_cell(url: str = REPOSITORY_URL, branch: str = REPOSITORY_BRANCH) -> str:
+    """The first code cell of every chapter and coursework sheet: on Colab, or any Python without
+    ``llmmath``, it installs the package (with the ``notebooks`` extra) from the repository;
+    elsewhere it does nothing and prints nothing."""
+    return ("# On Colab, or any Python without the book's package, install it first (torch and the\n"
+            "# usual scientific stack are already there on Colab).\n"
+            "import importlib.util\n\n"
+            'if importlib.util.find_spec("llmmath") is None:\n'
+            f'    %pip install --quiet "llmmath[notebooks] @ git+{url}@{branch}"')
+
 
 INSTRUCTIONS = """\
 # Coursework {number}: {title}
@@ -43,17 +50,6 @@ for you alone from your student ID, so a classmate's answers will not fit your s
    "all … questions correct". Do not delete or edit the question and check lines: your teacher
    grades with `pytest --nbval`, which runs the notebook again from the top.
 """
-
-
-def check_chapter(chapter: str) -> str:
-    """``chapter`` if it has coursework.
-
-    Raises:
-        ValueError: no coursework for it; the message lists the chapters that have some.
-    """
-    if chapter not in BANK:
-        raise ValueError(f"chapter {chapter!r} has no coursework; use one of {', '.join(chapters())}")
-    return chapter
 
 
 def sheet_source(chapter: str, student: str) -> str:
@@ -88,7 +84,7 @@ def student_notebook(chapter: str, student: str = PLACEHOLDER_ID):
     cells = [
         md(INSTRUCTIONS.format(number=chapters().index(chapter) + 1, title=CHAPTER_TITLES[chapter],
                                chapter=chapter, placeholder=PLACEHOLDER_ID)),
-        code(INSTALL_CELL.rstrip("\n"), metadata={"tags": ["hide-cell"]}),
+        code(install_cell(), metadata={"tags": ["hide-cell"]}),
         code(sheet_source(chapter, student), metadata={"tags": ["student-id"]}),
     ]
     for q in questions:

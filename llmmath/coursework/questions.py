@@ -39,6 +39,13 @@ class Problem:
     hint: str
     tolerance: float = 0.0
 
+    @property
+    def answer_text(self) -> str:
+        """The answer with its unit, e.g. ``'7,680 bytes'``; a float to 6 significant digits, so the
+        text is the same on every machine (``'4,080,190.0 tokens'``)."""
+        value = self.answer if isinstance(self.answer, int) else float(f"{self.answer:.6g}")
+        return f"{value:,} {self.unit}"
+
 
 @dataclass(frozen=True)
 class Question:
@@ -81,6 +88,22 @@ def _llama_shape(rng: random.Random, *, gqa: bool = True) -> dict[str, int]:
         "num_attention_heads": heads,
         "num_key_value_heads": kv,
     }
+
+
+def _llama_fields(rng: random.Random, *fields: str) -> dict[str, int]:
+    """Only ``fields`` of a `_llama_shape` (drawn whole, so every question draws alike)."""
+    shape = _llama_shape(rng)
+    return {f: shape[f] for f in fields}
+
+
+def _gpt2(hidden_size: int, **fields) -> ModelConfig:
+    """A GPT-2-style config (LayerNorm, plain GELU MLP, learned positions, biases, 64-wide heads)."""
+    return ModelConfig(**({"vocab_size": 1, "intermediate_size": 4 * hidden_size,
+                           "num_hidden_layers": 1} | fields),
+                       hidden_size=hidden_size, num_attention_heads=hidden_size // 64,
+                       norm_type="layernorm", mlp_type="plain", hidden_act="gelu_new",
+                       position_embedding_type="learned", tie_word_embeddings=True, qkv_bias=True,
+                       o_proj_bias=True, mlp_bias=True, model_type="gpt2")
 
 
 def _cfg(numbers: dict[str, object], **extra) -> ModelConfig:
@@ -139,13 +162,8 @@ def _gpt2_embeddings(rng: random.Random) -> Problem:
     n = {"vocab_size": rng.choice([50257, 50304, 32000]),
          "hidden_size": 64 * rng.randrange(8, 25),
          "max_position_embeddings": rng.choice([512, 1024, 2048, 4096])}
-    cfg = ModelConfig(vocab_size=n["vocab_size"], hidden_size=n["hidden_size"],
-                      intermediate_size=4 * n["hidden_size"], num_hidden_layers=1,
-                      num_attention_heads=n["hidden_size"] // 64, norm_type="layernorm",
-                      mlp_type="plain", hidden_act="gelu_new", position_embedding_type="learned",
-                      max_position_embeddings=n["max_position_embeddings"],
-                      tie_word_embeddings=True, qkv_bias=True, o_proj_bias=True, mlp_bias=True,
-                      model_type="gpt2")
+    cfg = _gpt2(n["hidden_size"], vocab_size=n["vocab_size"],
+                max_position_embeddings=n["max_position_embeddings"])
     return Problem(
         f"A GPT-2-style model (learned absolute positions, LM head tied to the token "
         f"embedding) has\n{_listing(n)}\n"
@@ -162,8 +180,7 @@ def _attention_per_layer(cfg: ModelConfig) -> int:
 
 @question("03_attention", "One layer's attention")
 def _attention_layer(rng: random.Random) -> Problem:
-    n = _llama_shape(rng)
-    n = {k: n[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads")}
+    n = _llama_fields(rng, "hidden_size", "num_attention_heads", "num_key_value_heads")
     return Problem(
         f"A grouped-query attention layer without biases has\n{_listing(n)}\n"
         "(head_dim = hidden_size / num_attention_heads). How many parameters do its four "
@@ -174,8 +191,7 @@ def _attention_layer(rng: random.Random) -> Problem:
 
 @question("03_attention", "Qwen2's biases")
 def _attention_bias(rng: random.Random) -> Problem:
-    n = _llama_shape(rng)
-    n = {k: n[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads")}
+    n = _llama_fields(rng, "hidden_size", "num_attention_heads", "num_key_value_heads")
     cfg = _cfg(n, vocab_size=1, intermediate_size=1, num_hidden_layers=1)
     return Problem(
         f"Qwen2 adds biases to the Q, K and V projections (not to O). For a layer with\n"
@@ -202,8 +218,7 @@ def _llama_rule(rng: random.Random) -> Problem:
 
 @question("04_ffn", "The FFN weights of a whole model")
 def _ffn_params(rng: random.Random) -> Problem:
-    n = _llama_shape(rng)
-    n = {k: n[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers")}
+    n = _llama_fields(rng, "hidden_size", "intermediate_size", "num_hidden_layers")
     cfg = _cfg(n, vocab_size=1, num_attention_heads=1)
     return Problem(
         f"A model with SwiGLU FFNs without biases has\n{_listing(n)}\n"
@@ -216,8 +231,7 @@ def _ffn_params(rng: random.Random) -> Problem:
 
 @question("05_norms", "RMSNorm weights, with QK-norm")
 def _rms_params(rng: random.Random) -> Problem:
-    n = _llama_shape(rng)
-    n = {k: n[k] for k in ("hidden_size", "num_attention_heads", "num_hidden_layers")}
+    n = _llama_fields(rng, "hidden_size", "num_attention_heads", "num_hidden_layers")
     n["qk_norm"] = rng.choice([True, False])
     cfg = _cfg(n, vocab_size=1, intermediate_size=1)
     return Problem(
@@ -233,11 +247,7 @@ def _rms_params(rng: random.Random) -> Problem:
 @question("05_norms", "LayerNorm weights")
 def _ln_params(rng: random.Random) -> Problem:
     n = {"hidden_size": 64 * rng.randrange(8, 33), "num_hidden_layers": rng.randrange(4, 49)}
-    cfg = ModelConfig(vocab_size=1, hidden_size=n["hidden_size"], intermediate_size=1,
-                      num_hidden_layers=n["num_hidden_layers"],
-                      num_attention_heads=n["hidden_size"] // 64, norm_type="layernorm",
-                      mlp_type="plain", hidden_act="gelu_new", position_embedding_type="learned",
-                      model_type="gpt2")
+    cfg = _gpt2(n["hidden_size"], num_hidden_layers=n["num_hidden_layers"])
     return Problem(
         f"A GPT-2-style model (LayerNorm before attention and the MLP, plus a final one) has\n"
         f"{_listing(n)}\nHow many parameters do its LayerNorms hold?",
@@ -283,10 +293,8 @@ def _turning_pairs(rng: random.Random) -> Problem:
 # --- 7. The KV cache --------------------------------------------------------------------------
 
 def _kv_shape(rng: random.Random) -> dict[str, object]:
-    n = _llama_shape(rng)
-    return {"num_hidden_layers": n["num_hidden_layers"], "hidden_size": n["hidden_size"],
-            "num_attention_heads": n["num_attention_heads"],
-            "num_key_value_heads": n["num_key_value_heads"]}
+    return _llama_fields(rng, "num_hidden_layers", "hidden_size", "num_attention_heads",
+                         "num_key_value_heads")
 
 
 @question("07_kv_cache", "One token's cache")
@@ -308,8 +316,7 @@ def _kv_batch(rng: random.Random) -> Problem:
     from llmmath.kvcache import kv_cache_bytes
     n = _kv_shape(rng)
     n |= {"batch": rng.choice([1, 4, 8, 16, 32, 64]), "seq_len": rng.choice([1024, 2048, 4096, 8192])}
-    cfg = _cfg({k: v for k, v in n.items() if k not in ("batch", "seq_len")},
-               vocab_size=1, intermediate_size=1)
+    cfg = _cfg(n, vocab_size=1, intermediate_size=1)
     return Problem(
         f"The same kind of model, with\n{_listing(n)}\n"
         "How many bytes does the bf16 KV cache of batch sequences of seq_len tokens take?",
@@ -339,8 +346,7 @@ def _forward_full(rng: random.Random) -> Problem:
 @question("08_flops", "Causal attention")
 def _causal_attention(rng: random.Random) -> Problem:
     from llmmath.flops import forward_flops_per_token
-    n = _llama_shape(rng)
-    n = {k: n[k] for k in ("hidden_size", "num_attention_heads", "num_hidden_layers")}
+    n = _llama_fields(rng, "hidden_size", "num_attention_heads", "num_hidden_layers")
     n["seq_len"] = rng.choice([1024, 2048, 4096, 8192])
     f = forward_flops_per_token(_cfg(n, vocab_size=1, intermediate_size=1), n["seq_len"], "causal")
     return Problem(
@@ -396,13 +402,19 @@ def _serving_gpus(rng: random.Random) -> Problem:
 _LLAMA_PRESETS = ("llama-1-7b", "llama-1-65b", "llama-2-7b", "llama-2-13b")
 
 
+def _older_llama(rng: random.Random) -> tuple[str, ModelConfig, int]:
+    """A multi-head LLaMA preset and a num_key_value_heads (1, 2, 4 or 8) to give it."""
+    from llmmath import presets
+    name = rng.choice(_LLAMA_PRESETS)
+    cfg = presets.load(name)
+    return name, cfg, rng.choice([d for d in (1, 2, 4, 8) if cfg.num_attention_heads % d == 0])
+
+
 @question("10_llama", "Grouped-query attention for an older LLaMA: the cache")
 def _llama_gqa_cache(rng: random.Random) -> Problem:
     from llmmath import presets
     from llmmath.kvcache import kv_cache_bytes_per_token
-    name = rng.choice(_LLAMA_PRESETS)
-    cfg = presets.load(name)
-    kv = rng.choice([d for d in (1, 2, 4, 8) if cfg.num_attention_heads % d == 0])
+    name, cfg, kv = _older_llama(rng)
     saved = kv_cache_bytes_per_token(cfg) - kv_cache_bytes_per_token(cfg.replace(num_key_value_heads=kv))
     return Problem(
         f"Give {presets.get(name).title} (preset {name!r}) grouped-query attention with "
@@ -415,9 +427,7 @@ def _llama_gqa_cache(rng: random.Random) -> Problem:
 @question("10_llama", "Grouped-query attention for an older LLaMA: the weights")
 def _llama_gqa_params(rng: random.Random) -> Problem:
     from llmmath import presets
-    name = rng.choice(_LLAMA_PRESETS)
-    cfg = presets.load(name)
-    kv = rng.choice([d for d in (1, 2, 4, 8) if cfg.num_attention_heads % d == 0])
+    name, cfg, kv = _older_llama(rng)
     lost = count_params(cfg).total - count_params(cfg.replace(num_key_value_heads=kv)).total
     return Problem(
         f"Give {presets.get(name).title} (preset {name!r}) num_key_value_heads = {kv} and change "
