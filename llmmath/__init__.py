@@ -6,10 +6,17 @@ standard library. SymPy (`llmmath.formulas`), torch (`llmmath.modules`), matplot
 (`llmmath.plots`) and ipywidgets (`llmmath.widgets`) load only when their module is imported.
 """
 
+from llmmath import presets
 from llmmath.config import SUPPORTED_MODEL_TYPES, ConfigError, ModelConfig, RopeScaling
 from llmmath.counting import ParamCount, count_params
-from llmmath import presets
 
-__all__ = ["ConfigError", "ModelConfig", "RopeScaling", "ParamCount", "SUPPORTED_MODEL_TYPES", "count_params",
-           "presets"]
+__all__ = [
+    "ConfigError",
+    "ModelConfig",
+    "RopeScaling",
+    "ParamCount",
+    "SUPPORTED_MODEL_TYPES",
+    "count_params",
+    "presets",
+]
 __version__ = "0.1.0"

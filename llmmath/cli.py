@@ -39,7 +39,9 @@ def resolve(model: str) -> tuple[str, ModelConfig]:
     Raises:
         ConfigError: neither an existing file nor a preset, or the config is invalid.
     """
-    looks_like_path = os.sep in model or model.endswith(".json") or os.path.exists(model)
+    looks_like_path = (
+        os.sep in model or model.endswith(".json") or os.path.exists(model)
+    )
     if looks_like_path:
         return model, ModelConfig.from_hf_config(model)
     return presets.get(model).title, presets.load(model)
@@ -51,23 +53,41 @@ def format_table(name: str, counts: ParamCount) -> str:
     rows = [(t.name, t.formula, counts.total_of(t)) for t in counts.tensors]
     if counts.tie_word_embeddings:
         rows.append(("lm_head.weight", "tied to embed_tokens", 0))
+
     def share(c: int) -> str:
-        return f"{c / total:>7.2%}" if c == 0 or c / total >= 1e-4 else f"{c / total:>7.4%}"
+        return (
+            f"{c / total:>7.2%}"
+            if c == 0 or c / total >= 1e-4
+            else f"{c / total:>7.4%}"
+        )
 
     w_name = max(len(r[0]) for r in rows) + 2
     w_form = max(len(r[1]) for r in rows) + 2
-    lines = [f"{name}: {total:,} parameters ({total / 1e9:.3f} B, 1 B = 10^9)", "",
-             f"{'tensor':<{w_name}}{'formula':<{w_form}}{'parameters':>17}  {'share':>7}"]
+    lines = [
+        f"{name}: {total:,} parameters ({total / 1e9:.3f} B, 1 B = 10^9)",
+        "",
+        f"{'tensor':<{w_name}}{'formula':<{w_form}}{'parameters':>17}  {'share':>7}",
+    ]
     lines += [f"{n:<{w_name}}{f:<{w_form}}{c:>17,}  {share(c)}" for n, f, c in rows]
     lines += ["", f"{'group':<{w_name}}{'':<{w_form}}{'parameters':>17}  {'share':>7}"]
-    lines += [f"{g:<{w_name}}{'':<{w_form}}{c:>17,}  {share(c)}"
-              for g, c in counts.by_group().items() if g in GROUPS]
-    lines += ["", f"{'per layer':<{w_name}}{'':<{w_form}}{counts.per_layer:>17,}",
-              f"{'non-embedding':<{w_name}}{'':<{w_form}}{counts.non_embedding:>17,}",
-              *([f"{'active per token (MoE)':<{w_name}}{'':<{w_form}}{counts.active:>17,}"]
-                if counts.active != total else []),
-              f"{'total':<{w_name}}{'':<{w_form}}{total:>17,}",
-              "", NON_EMBEDDING_CONVENTION]
+    lines += [
+        f"{g:<{w_name}}{'':<{w_form}}{c:>17,}  {share(c)}"
+        for g, c in counts.by_group().items()
+        if g in GROUPS
+    ]
+    lines += [
+        "",
+        f"{'per layer':<{w_name}}{'':<{w_form}}{counts.per_layer:>17,}",
+        f"{'non-embedding':<{w_name}}{'':<{w_form}}{counts.non_embedding:>17,}",
+        *(
+            [f"{'active per token (MoE)':<{w_name}}{'':<{w_form}}{counts.active:>17,}"]
+            if counts.active != total
+            else []
+        ),
+        f"{'total':<{w_name}}{'':<{w_form}}{total:>17,}",
+        "",
+        NON_EMBEDDING_CONVENTION,
+    ]
     return "\n".join(lines)
 
 
@@ -83,27 +103,39 @@ def _params(args: argparse.Namespace) -> int:
 
 def _kv_cache(args: argparse.Namespace) -> int:
     name, cfg = resolve(args.model)
-    dtype_bits(args.dtype)                                   # refuse an unknown dtype first
+    dtype_bits(args.dtype)  # refuse an unknown dtype first
     total = kv_cache_bytes(cfg, args.batch, args.seq_len, args.dtype)
     per_token = kv_cache_bytes_per_token(cfg, args.dtype)
     cached = cached_tokens(cfg, args.seq_len)
     result = {
-        "model": name, "bytes": total, "bytes_per_token": per_token, "batch": args.batch,
-        "seq_len": args.seq_len, "cached_tokens": cached, "sliding_window": cfg.sliding_window,
-        "dtype": args.dtype, "num_hidden_layers": cfg.num_hidden_layers,
-        "num_key_value_heads": cfg.num_key_value_heads, "head_dim": cfg.head_dim,
+        "model": name,
+        "bytes": total,
+        "bytes_per_token": per_token,
+        "batch": args.batch,
+        "seq_len": args.seq_len,
+        "cached_tokens": cached,
+        "sliding_window": cfg.sliding_window,
+        "dtype": args.dtype,
+        "num_hidden_layers": cfg.num_hidden_layers,
+        "num_key_value_heads": cfg.num_key_value_heads,
+        "head_dim": cfg.head_dim,
         "formula": "2 * L * batch * cached_tokens * n_kv * d_h * bytes_per_element",
     }
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    window = (f" (sliding window {cfg.sliding_window}: {cached:,} tokens kept)"
-              if cached < args.seq_len else "")
-    print(f"{name}: KV cache for batch {args.batch} x {args.seq_len:,} tokens in {args.dtype}{window}\n"
-          f"  2 x L x b x t x n_kv x d_h x bytes = 2 x {cfg.num_hidden_layers} x {args.batch} x "
-          f"{cached:,} x {cfg.num_key_value_heads} x {cfg.head_dim} x {dtype_bits(args.dtype)}/8\n"
-          f"  = {total:,} bytes = {human_bytes(total)}\n"
-          f"  per token (one sequence): {per_token:,} bytes")
+    window = (
+        f" (sliding window {cfg.sliding_window}: {cached:,} tokens kept)"
+        if cached < args.seq_len
+        else ""
+    )
+    print(
+        f"{name}: KV cache for batch {args.batch} x {args.seq_len:,} tokens in {args.dtype}{window}\n"
+        f"  2 x L x b x t x n_kv x d_h x bytes = 2 x {cfg.num_hidden_layers} x {args.batch} x "
+        f"{cached:,} x {cfg.num_key_value_heads} x {cfg.head_dim} x {dtype_bits(args.dtype)}/8\n"
+        f"  = {total:,} bytes = {human_bytes(total)}\n"
+        f"  per token (one sequence): {per_token:,} bytes"
+    )
     return 0
 
 
@@ -114,33 +146,54 @@ def _number(value):
 
 def _flops(args: argparse.Namespace) -> int:
     from fractions import Fraction
+
     from llmmath.flops import CONVENTIONS, forward_flops_per_token
+
     name, cfg = resolve(args.model)
     f = forward_flops_per_token(cfg, args.seq_len, args.attention)
-    averaging = ("full: every token against all T keys, 4*L*T*n_h*d_h per token" if
-                 args.attention == "full" else
-                 "causal: token i (1-based) reads i keys (at most sliding_window), averaged over "
-                 "the T positions of the sequence: 4*L*n_h*d_h*pairs/T")
+    averaging = (
+        "full: every token against all T keys, 4*L*T*n_h*d_h per token"
+        if args.attention == "full"
+        else "causal: token i (1-based) reads i keys (at most sliding_window), averaged over "
+        "the T positions of the sequence: 4*L*n_h*d_h*pairs/T"
+    )
     result = {
-        "model": name, "seq_len": args.seq_len, "attention": args.attention,
+        "model": name,
+        "seq_len": args.seq_len,
+        "attention": args.attention,
         "forward_flops_per_token": _number(f.total),
         "forward_flops_per_token_exact": str(f.total),
-        "parts": {"attention_projections": f.parts["attention"], "ffn": f.parts["ffn"],
-                  "lm_head": f.parts["lm_head"], "attention_qk_av": _number(f.attention)},
+        "parts": {
+            "attention_projections": f.parts["attention"],
+            "ffn": f.parts["ffn"],
+            "lm_head": f.parts["lm_head"],
+            "attention_qk_av": _number(f.attention),
+        },
         "matmul_flops_per_token": f.matmul,
         "averaging": averaging,
         "counted": "2 x every matmul weight (LM head included, tied or not) + QK^T and AV; the "
-                   "embedding lookup, biases, norms, activations and softmax are not counted",
-        "conventions": {k: _number(Fraction(fn(cfg, args.seq_len))) for k, fn in CONVENTIONS.items()},
+        "embedding lookup, biases, norms, activations and softmax are not counted",
+        "conventions": {
+            k: _number(Fraction(fn(cfg, args.seq_len))) for k, fn in CONVENTIONS.items()
+        },
     }
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    rows = [("attention projections", f.parts["attention"]), ("FFN", f.parts["ffn"]),
-            ("LM head", f.parts["lm_head"]), ("QK^T and AV", f.attention)]
-    print(f"{name}: forward FLOPs per token at T = {args.seq_len:,} ({args.attention} attention)")
+    rows = [
+        ("attention projections", f.parts["attention"]),
+        ("FFN", f.parts["ffn"]),
+        ("LM head", f.parts["lm_head"]),
+        ("QK^T and AV", f.attention),
+    ]
+    print(
+        f"{name}: forward FLOPs per token at T = {args.seq_len:,} ({args.attention} attention)"
+    )
+
     def show(value) -> str:
-        return f"{int(value):,}" if float(value).is_integer() else f"{float(value):,.2f}"
+        return (
+            f"{int(value):,}" if float(value).is_integer() else f"{float(value):,.2f}"
+        )
 
     for label, value in rows:
         print(f"  {label:<24}{show(value):>22}  {float(value / f.total):>7.2%}")
@@ -150,7 +203,13 @@ def _flops(args: argparse.Namespace) -> int:
 
 def _coursework(args: argparse.Namespace) -> int:
     from llmmath.coursework import chapters
-    from llmmath.coursework.handout import answer_key, hand_out, read_students, student_notebook
+    from llmmath.coursework.handout import (
+        answer_key,
+        hand_out,
+        read_students,
+        student_notebook,
+    )
+
     try:
         chapter_list = args.chapters or list(chapters())
         if args.action == "handout":
@@ -159,13 +218,21 @@ def _coursework(args: argparse.Namespace) -> int:
         elif args.action == "key":
             for chapter in chapter_list:
                 for n, p in enumerate(answer_key(chapter, args.student), 1):
-                    tol = f" (relative tolerance {p.tolerance:g})" if p.tolerance else ""
-                    print(f"{chapter} {args.student} question {n}: {p.answer_text}{tol}")
+                    tol = (
+                        f" (relative tolerance {p.tolerance:g})" if p.tolerance else ""
+                    )
+                    print(
+                        f"{chapter} {args.student} question {n}: {p.answer_text}{tol}"
+                    )
         else:
             import nbformat
+
             os.makedirs(args.out, exist_ok=True)
             for chapter in chapter_list:
-                nbformat.write(student_notebook(chapter), os.path.join(args.out, f"{chapter}.ipynb"))
+                nbformat.write(
+                    student_notebook(chapter),
+                    os.path.join(args.out, f"{chapter}.ipynb"),
+                )
             print(f"wrote {len(chapter_list)} blank editions under {args.out}")
     except (ValueError, OSError) as e:
         print(f"llmmath: error: {e}", file=sys.stderr)
@@ -177,56 +244,95 @@ def _count(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"must be a positive integer, got {text!r}"
+        ) from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
     return value
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m llmmath",
-                     description="Exact parameters, KV cache bytes and FLOPs of decoder-only "
-                                 "language models.")
+    parser = _Parser(
+        prog="python -m llmmath",
+        description="Exact parameters, KV cache bytes and FLOPs of decoder-only "
+        "language models.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def command(name: str, run, help: str, description: str) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help, description=description)
-        cmd.add_argument("model", metavar="MODEL", help="preset name or path to a config.json")
+        cmd.add_argument(
+            "model", metavar="MODEL", help="preset name or path to a config.json"
+        )
         cmd.add_argument("--json", action="store_true", help="print one JSON object")
         cmd.set_defaults(run=run)
         return cmd
 
-    command("params", _params, "parameter breakdown of a preset or a config.json",
-            f"Exact parameter breakdown. MODEL is a preset name ({', '.join(presets.names())}) "
-            "or a path to a config.json.")
-    k = command("kv-cache", _kv_cache, "KV cache bytes of a preset or a config.json",
-                "Exact KV cache size: 2 * L * batch * tokens * n_kv * d_h * bytes per element; "
-                "a sliding window caps the tokens kept.")
+    command(
+        "params",
+        _params,
+        "parameter breakdown of a preset or a config.json",
+        f"Exact parameter breakdown. MODEL is a preset name ({', '.join(presets.names())}) "
+        "or a path to a config.json.",
+    )
+    k = command(
+        "kv-cache",
+        _kv_cache,
+        "KV cache bytes of a preset or a config.json",
+        "Exact KV cache size: 2 * L * batch * tokens * n_kv * d_h * bytes per element; "
+        "a sliding window caps the tokens kept.",
+    )
     k.add_argument("--seq-len", type=_count, required=True, help="tokens per sequence")
     k.add_argument("--batch", type=_count, default=1, help="sequences (default 1)")
-    k.add_argument("--dtype", default="bf16", choices=list(DTYPE_BITS),
-                   help="cache number format (default bf16)")
-    f = command("flops", _flops, "forward FLOPs per token of a preset or a config.json",
-                "Forward FLOPs per token: 2 x every matmul weight (LM head included) plus QK^T "
-                "and AV at length T.")
+    k.add_argument(
+        "--dtype",
+        default="bf16",
+        choices=list(DTYPE_BITS),
+        help="cache number format (default bf16)",
+    )
+    f = command(
+        "flops",
+        _flops,
+        "forward FLOPs per token of a preset or a config.json",
+        "Forward FLOPs per token: 2 x every matmul weight (LM head included) plus QK^T "
+        "and AV at length T.",
+    )
     f.add_argument("--seq-len", type=_count, required=True, help="sequence length T")
-    f.add_argument("--attention", choices=["causal", "full"], default="causal",
-                   help="count causal pairs (default) or all T x T")
+    f.add_argument(
+        "--attention",
+        choices=["causal", "full"],
+        default="causal",
+        help="count causal pairs (default) or all T x T",
+    )
 
-    cw = sub.add_parser("coursework", help="coursework notebooks checked by pytest --nbval",
-                        description="Coursework: hand out one notebook per student and chapter, "
-                                    "print a student's answers, or write the blank editions.")
+    cw = sub.add_parser(
+        "coursework",
+        help="coursework notebooks checked by pytest --nbval",
+        description="Coursework: hand out one notebook per student and chapter, "
+        "print a student's answers, or write the blank editions.",
+    )
     actions = cw.add_subparsers(dest="action", required=True, parser_class=_Parser)
-    h = actions.add_parser("handout", help="write OUT/<student>/<chapter>.ipynb for a roster")
-    h.add_argument("--students", required=True, help="roster file: one student ID per line")
+    h = actions.add_parser(
+        "handout", help="write OUT/<student>/<chapter>.ipynb for a roster"
+    )
+    h.add_argument(
+        "--students", required=True, help="roster file: one student ID per line"
+    )
     h.add_argument("--out", required=True, help="folder to write into")
     key = actions.add_parser("key", help="one student's answers, for the teacher")
     key.add_argument("--student", required=True, help="the student's ID")
-    ed = actions.add_parser("editions", help="the blank student editions (coursework/ in the repo)")
+    ed = actions.add_parser(
+        "editions", help="the blank student editions (coursework/ in the repo)"
+    )
     ed.add_argument("--out", default="coursework", help="folder (default: coursework)")
     for a in (h, key, ed):
-        a.add_argument("chapters", nargs="*", metavar="CHAPTER",
-                       help="chapters, e.g. 07_kv_cache (default: all)")
+        a.add_argument(
+            "chapters",
+            nargs="*",
+            metavar="CHAPTER",
+            help="chapters, e.g. 07_kv_cache (default: all)",
+        )
         a.set_defaults(run=_coursework)
     return parser
 

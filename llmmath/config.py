@@ -13,10 +13,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gpt2", "mixtral", "minimind")
+SUPPORTED_MODEL_TYPES = (
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gpt2",
+    "mixtral",
+    "minimind",
+)
 NORM_TYPES = ("rmsnorm", "layernorm")
 MLP_TYPES = ("gated", "plain")
 POSITION_TYPES = ("rope", "learned")
@@ -46,20 +55,37 @@ class RopeScaling:
     original_max_position_embeddings: int | None = None
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "RopeScaling | None":
+    def from_dict(cls, raw: Mapping[str, Any]) -> RopeScaling | None:
         """Read HF's ``rope_scaling`` dict (``rope_type`` or the older ``type`` key)."""
         rope_type = raw.get("rope_type", raw.get("type"))
         if rope_type in (None, "default"):
             return None
         factor = raw.get("factor")
-        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
-            raise ConfigError(f"rope_scaling.factor must be a positive number, got {factor!r}")
-        scaling = cls(str(rope_type), float(factor), raw.get("low_freq_factor"),
-                      raw.get("high_freq_factor"), raw.get("original_max_position_embeddings"))
+        if (
+            isinstance(factor, bool)
+            or not isinstance(factor, (int, float))
+            or factor <= 0
+        ):
+            raise ConfigError(
+                f"rope_scaling.factor must be a positive number, got {factor!r}"
+            )
+        scaling = cls(
+            str(rope_type),
+            float(factor),
+            raw.get("low_freq_factor"),
+            raw.get("high_freq_factor"),
+            raw.get("original_max_position_embeddings"),
+        )
         if scaling.rope_type == "llama3":
-            for name in ("low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
+            for name in (
+                "low_freq_factor",
+                "high_freq_factor",
+                "original_max_position_embeddings",
+            ):
                 if getattr(scaling, name) is None:
-                    raise ConfigError(f"rope_scaling.{name} is missing; rope_type llama3 needs it")
+                    raise ConfigError(
+                        f"rope_scaling.{name} is missing; rope_type llama3 needs it"
+                    )
         return scaling
 
 
@@ -135,8 +161,14 @@ class ModelConfig:
     model_type: str = "llama"
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "num_attention_heads", "max_position_embeddings"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "max_position_embeddings",
+        ):
             check_positive_int(name, getattr(self, name))
         if self.num_key_value_heads is None:
             object.__setattr__(self, "num_key_value_heads", self.num_attention_heads)
@@ -144,20 +176,31 @@ class ModelConfig:
         if self.num_key_value_heads > self.num_attention_heads:
             raise ConfigError(
                 f"num_key_value_heads ({self.num_key_value_heads}) must not exceed "
-                f"num_attention_heads ({self.num_attention_heads})")
+                f"num_attention_heads ({self.num_attention_heads})"
+            )
         if self.num_attention_heads % self.num_key_value_heads:
             raise ConfigError(
                 f"num_attention_heads ({self.num_attention_heads}) must be divisible by "
-                f"num_key_value_heads ({self.num_key_value_heads})")
+                f"num_key_value_heads ({self.num_key_value_heads})"
+            )
         if self.head_dim is None:
             if self.hidden_size % self.num_attention_heads:
                 raise ConfigError(
                     f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
-                    f"({self.num_attention_heads}) when head_dim is not given")
-            object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
+                    f"({self.num_attention_heads}) when head_dim is not given"
+                )
+            object.__setattr__(
+                self, "head_dim", self.hidden_size // self.num_attention_heads
+            )
         check_positive_int("head_dim", self.head_dim)
-        for name in ("tie_word_embeddings", "qkv_bias", "o_proj_bias", "mlp_bias", "qk_norm",
-                     "norm_topk_prob"):
+        for name in (
+            "tie_word_embeddings",
+            "qkv_bias",
+            "o_proj_bias",
+            "mlp_bias",
+            "qk_norm",
+            "norm_topk_prob",
+        ):
             _boolean(name, getattr(self, name))
         _one_of("norm_type", self.norm_type, NORM_TYPES)
         _one_of("mlp_type", self.mlp_type, MLP_TYPES)
@@ -168,27 +211,42 @@ class ModelConfig:
         self._check_experts()
         for name in ("rope_theta", "norm_eps"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or value <= 0
+            ):
                 raise ConfigError(f"{name} must be a positive number, got {value!r}")
 
     def _check_experts(self) -> None:
-        if isinstance(self.n_shared_experts, bool) or not isinstance(self.n_shared_experts, int) \
-                or self.n_shared_experts < 0:
-            raise ConfigError(f"n_shared_experts must be a non-negative integer, got "
-                              f"{self.n_shared_experts!r}")
+        if (
+            isinstance(self.n_shared_experts, bool)
+            or not isinstance(self.n_shared_experts, int)
+            or self.n_shared_experts < 0
+        ):
+            raise ConfigError(
+                f"n_shared_experts must be a non-negative integer, got "
+                f"{self.n_shared_experts!r}"
+            )
         if self.num_local_experts is None:
             if self.num_experts_per_tok is not None or self.n_shared_experts:
-                raise ConfigError("num_experts_per_tok and n_shared_experts need num_local_experts "
-                                  "(a mixture of experts)")
+                raise ConfigError(
+                    "num_experts_per_tok and n_shared_experts need num_local_experts "
+                    "(a mixture of experts)"
+                )
             return
         check_positive_int("num_local_experts", self.num_local_experts)
         check_positive_int("num_experts_per_tok", self.num_experts_per_tok)
         if self.num_experts_per_tok > self.num_local_experts:
-            raise ConfigError(f"num_experts_per_tok ({self.num_experts_per_tok}) must not exceed "
-                              f"num_local_experts ({self.num_local_experts})")
+            raise ConfigError(
+                f"num_experts_per_tok ({self.num_experts_per_tok}) must not exceed "
+                f"num_local_experts ({self.num_local_experts})"
+            )
         if self.mlp_type != "gated":
-            raise ConfigError("a mixture of experts needs mlp_type 'gated' (each expert is a "
-                              "gated FFN)")
+            raise ConfigError(
+                "a mixture of experts needs mlp_type 'gated' (each expert is a "
+                "gated FFN)"
+            )
 
     @property
     def is_moe(self) -> bool:
@@ -200,18 +258,22 @@ class ModelConfig:
         """g = n_h / n_kv: query heads that share one key/value head (1 for MHA, n_h for MQA)."""
         return self.num_attention_heads // self.num_key_value_heads
 
-    def replace(self, **changes: Any) -> "ModelConfig":
+    def replace(self, **changes: Any) -> ModelConfig:
         """A copy with some fields changed, validated again.
 
         A changed ``hidden_size`` or ``num_attention_heads`` re-derives ``head_dim`` unless
         ``head_dim`` is among the changes; likewise ``num_key_value_heads`` is kept as given.
         """
-        if ("hidden_size" in changes or "num_attention_heads" in changes) and "head_dim" not in changes:
+        if (
+            "hidden_size" in changes or "num_attention_heads" in changes
+        ) and "head_dim" not in changes:
             changes["head_dim"] = None
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_hf_config(cls, source: str | os.PathLike | Mapping[str, Any]) -> "ModelConfig":
+    def from_hf_config(
+        cls, source: str | os.PathLike | Mapping[str, Any]
+    ) -> ModelConfig:
         """Read a Hugging Face ``config.json`` (a path or an already-parsed dict).
 
         Follows each model type's configuration class and modeling file in ``transformers``:
@@ -244,8 +306,11 @@ class ModelConfig:
         if model_type not in SUPPORTED_MODEL_TYPES:
             raise ConfigError(
                 f"model_type {model_type!r} is not supported; llmmath models "
-                f"{', '.join(SUPPORTED_MODEL_TYPES)}")
-        reader = {"gpt2": _gpt2_fields, "minimind": _minimind_fields}.get(model_type, _rope_fields)
+                f"{', '.join(SUPPORTED_MODEL_TYPES)}"
+            )
+        reader = {"gpt2": _gpt2_fields, "minimind": _minimind_fields}.get(
+            model_type, _rope_fields
+        )
         return cls(**reader(raw, model_type))
 
 
@@ -259,11 +324,15 @@ def _load_json(source: str | os.PathLike | Mapping[str, Any]) -> Mapping[str, An
     except FileNotFoundError:
         raise ConfigError(f"config file {path!r} does not exist") from None
     except IsADirectoryError:
-        raise ConfigError(f"config file {path!r} is a directory, not a config.json") from None
+        raise ConfigError(
+            f"config file {path!r} is a directory, not a config.json"
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"config file {path!r} is not valid JSON ({e})") from None
     if not isinstance(raw, dict):
-        raise ConfigError(f"config file {path!r} must hold a JSON object, got {type(raw).__name__}")
+        raise ConfigError(
+            f"config file {path!r} must hold a JSON object, got {type(raw).__name__}"
+        )
     return raw
 
 
@@ -279,9 +348,16 @@ def _optional(raw: Mapping[str, Any], name: str, default: Any) -> Any:
 
 
 def _rope_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
-    fields = {name: _required(raw, name, model_type)
-              for name in ("vocab_size", "hidden_size", "intermediate_size",
-                           "num_hidden_layers", "num_attention_heads")}
+    fields = {
+        name: _required(raw, name, model_type)
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+        )
+    }
     attention_bias = _optional(raw, "attention_bias", False)
     qkv_bias, o_proj_bias = {
         "llama": (attention_bias, attention_bias),
@@ -310,23 +386,38 @@ def _rope_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         sliding_window=_sliding_window(raw, model_type),
     )
     if model_type == "mixtral":
-        fields.update(num_local_experts=_optional(raw, "num_local_experts", 8),
-                      num_experts_per_tok=_optional(raw, "num_experts_per_tok", 2))
+        fields.update(
+            num_local_experts=_optional(raw, "num_local_experts", 8),
+            num_experts_per_tok=_optional(raw, "num_experts_per_tok", 2),
+        )
     return fields
 
 
 def _minimind_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
     """MiniMind's ``MiniMindConfig`` (model/model_minimind.py), tied embeddings always."""
     from llmmath.ffn import minimind_intermediate_size
-    fields = {name: _required(raw, name, model_type)
-              for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")}
+
+    fields = {
+        name: _required(raw, name, model_type)
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+        )
+    }
     check_positive_int("hidden_size", fields["hidden_size"])
     intermediate = raw.get("intermediate_size")
     fields.update(
         model_type=model_type,
-        intermediate_size=(minimind_intermediate_size(fields["hidden_size"]) if intermediate is None
-                           else intermediate),
-        num_key_value_heads=_optional(raw, "num_key_value_heads", 2),   # MiniMindConfig default
+        intermediate_size=(
+            minimind_intermediate_size(fields["hidden_size"])
+            if intermediate is None
+            else intermediate
+        ),
+        num_key_value_heads=_optional(
+            raw, "num_key_value_heads", 2
+        ),  # MiniMindConfig default
         tie_word_embeddings=True,
         hidden_act=_optional(raw, "hidden_act", "silu"),
         max_position_embeddings=_optional(raw, "max_position_embeddings", 32768),
@@ -339,9 +430,12 @@ def _minimind_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         top_k = _optional(raw, "num_experts_per_tok", 2)
         norm = _optional(raw, "norm_topk_prob", True)
         _boolean("norm_topk_prob", norm)
-        fields.update(num_local_experts=_optional(raw, "n_routed_experts", 4),
-                      num_experts_per_tok=top_k, n_shared_experts=_optional(raw, "n_shared_experts", 1),
-                      norm_topk_prob=bool(norm and top_k != 1))   # MoEGate: only when top_k > 1
+        fields.update(
+            num_local_experts=_optional(raw, "n_routed_experts", 4),
+            num_experts_per_tok=top_k,
+            n_shared_experts=_optional(raw, "n_shared_experts", 1),
+            norm_topk_prob=bool(norm and top_k != 1),
+        )  # MoEGate: only when top_k > 1
     return fields
 
 

@@ -48,7 +48,11 @@ class TensorCount:
     def formula(self) -> str:
         """The count in letters, e.g. ``"L·n_kv·d_h·H"`` (multiplied by L when per layer, and by
         E or S for experts' tensors)."""
-        factors = (("L",) if self.per_layer else ()) + ((self.copies_dim,) if self.copies_dim else ()) + self.dims
+        factors = (
+            (("L",) if self.per_layer else ())
+            + ((self.copies_dim,) if self.copies_dim else ())
+            + self.dims
+        )
         return "·".join(factors).replace("*", "·")
 
 
@@ -99,7 +103,9 @@ class ParamCount:
         if not self.num_local_experts:
             return self.total
         idle = self.num_local_experts - self.num_experts_per_tok
-        one_expert = sum(self.total_of(t) // t.copies for t in self.tensors if t.copies_dim == "E")
+        one_expert = sum(
+            self.total_of(t) // t.copies for t in self.tensors if t.copies_dim == "E"
+        )
         return self.total - idle * one_expert
 
     @property
@@ -136,26 +142,48 @@ def weight_shapes(cfg: ModelConfig) -> tuple[TensorCount, ...]:
     `TensorCount` each with ``copies``); the final ``norm``; ``lm_head`` (V, H) unless tied.
     """
     H, V, I = cfg.hidden_size, cfg.vocab_size, cfg.intermediate_size
-    q_out, kv_out = cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
+    q_out, kv_out = (
+        cfg.num_attention_heads * cfg.head_dim,
+        cfg.num_key_value_heads * cfg.head_dim,
+    )
     out: list[TensorCount] = []
 
     def add(name, group, shape, dims, per_layer=True, copies=1, copies_dim=""):
-        out.append(TensorCount(name, group, tuple(shape), tuple(dims), per_layer, copies, copies_dim))
+        out.append(
+            TensorCount(
+                name, group, tuple(shape), tuple(dims), per_layer, copies, copies_dim
+            )
+        )
 
     def norm(name, size, dim, per_layer=True):
         add(f"{name}.weight", "norm", (size,), (dim,), per_layer)
         if cfg.norm_type == "layernorm":
             add(f"{name}.bias", "norm", (size,), (dim,), per_layer)
 
-    def linear(name, group, out_f, in_f, out_dim, in_dim, bias, copies=1, copies_dim=""):
-        add(f"{name}.weight", group, (out_f, in_f), (out_dim, in_dim), True, copies, copies_dim)
+    def linear(
+        name, group, out_f, in_f, out_dim, in_dim, bias, copies=1, copies_dim=""
+    ):
+        add(
+            f"{name}.weight",
+            group,
+            (out_f, in_f),
+            (out_dim, in_dim),
+            True,
+            copies,
+            copies_dim,
+        )
         if bias:
             add(f"{name}.bias", group, (out_f,), (out_dim,), True, copies, copies_dim)
 
     add("embed_tokens.weight", "embedding", (V, H), ("V", "H"), per_layer=False)
     if cfg.position_embedding_type == "learned":
-        add("embed_positions.weight", "embedding", (cfg.max_position_embeddings, H), ("P", "H"),
-            per_layer=False)
+        add(
+            "embed_positions.weight",
+            "embedding",
+            (cfg.max_position_embeddings, H),
+            ("P", "H"),
+            per_layer=False,
+        )
     norm("input_layernorm", H, "H")
     linear("self_attn.q_proj", "attention", q_out, H, "n_h*d_h", "H", cfg.qkv_bias)
     linear("self_attn.k_proj", "attention", kv_out, H, "n_kv*d_h", "H", cfg.qkv_bias)
@@ -167,14 +195,27 @@ def weight_shapes(cfg: ModelConfig) -> tuple[TensorCount, ...]:
     norm("post_attention_layernorm", H, "H")
     if cfg.is_moe:
         linear("mlp.router", "ffn", cfg.num_local_experts, H, "E", "H", False)
-        for prefix, copies, letter in (("mlp.experts.*", cfg.num_local_experts, "E"),
-                                       ("mlp.shared_experts.*", cfg.n_shared_experts, "S")):
+        for prefix, copies, letter in (
+            ("mlp.experts.*", cfg.num_local_experts, "E"),
+            ("mlp.shared_experts.*", cfg.n_shared_experts, "S"),
+        ):
             if copies:
-                for proj, out_f, in_f, od, idim in (("gate_proj", I, H, "I", "H"),
-                                                    ("up_proj", I, H, "I", "H"),
-                                                    ("down_proj", H, I, "H", "I")):
-                    linear(f"{prefix}.{proj}", "ffn", out_f, in_f, od, idim, cfg.mlp_bias,
-                           copies, letter)
+                for proj, out_f, in_f, od, idim in (
+                    ("gate_proj", I, H, "I", "H"),
+                    ("up_proj", I, H, "I", "H"),
+                    ("down_proj", H, I, "H", "I"),
+                ):
+                    linear(
+                        f"{prefix}.{proj}",
+                        "ffn",
+                        out_f,
+                        in_f,
+                        od,
+                        idim,
+                        cfg.mlp_bias,
+                        copies,
+                        letter,
+                    )
     else:
         if cfg.mlp_type == "gated":
             linear("mlp.gate_proj", "ffn", I, H, "I", "H", cfg.mlp_bias)
@@ -200,5 +241,10 @@ def count_params(cfg: ModelConfig) -> ParamCount:
     """
     if not isinstance(cfg, ModelConfig):
         raise TypeError(f"count_params needs a ModelConfig, got {type(cfg).__name__}")
-    return ParamCount(weight_shapes(cfg), cfg.num_hidden_layers, cfg.tie_word_embeddings,
-                      cfg.num_local_experts, cfg.num_experts_per_tok)
+    return ParamCount(
+        weight_shapes(cfg),
+        cfg.num_hidden_layers,
+        cfg.tie_word_embeddings,
+        cfg.num_local_experts,
+        cfg.num_experts_per_tok,
+    )

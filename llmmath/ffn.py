@@ -16,15 +16,15 @@ from fractions import Fraction
 from llmmath.config import ModelConfig, check_positive_int
 
 
-
 def round_up(value: int, multiple: int) -> int:
     """The smallest multiple of ``multiple`` that is ≥ ``value``."""
     check_positive_int("multiple", multiple)
     return multiple * ((value + multiple - 1) // multiple)
 
 
-def llama_intermediate_size(dim: int, multiple_of: int = 256,
-                            ffn_dim_multiplier: float | None = None) -> int:
+def llama_intermediate_size(
+    dim: int, multiple_of: int = 256, ffn_dim_multiplier: float | None = None
+) -> int:
     """Meta's rule: hidden = int(2·4·dim/3), times ``ffn_dim_multiplier`` (then int), rounded
     up to a multiple of ``multiple_of``.
 

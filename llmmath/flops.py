@@ -43,7 +43,6 @@ class AttentionFlops:
         return self.scores + self.weighted_sum
 
 
-
 def attention_pairs(seq_len: int, causal: bool, window: int | None = None) -> int:
     """Query–key pairs a length-t sequence computes: t² (full) or, causal, Σᵢ min(i, W) over
     positions i = 1 … t, which is t(t+1)/2 without a window W."""
@@ -55,8 +54,9 @@ def attention_pairs(seq_len: int, causal: bool, window: int | None = None) -> in
     return window * (window + 1) // 2 + (seq_len - window) * window
 
 
-def attention_flops(cfg: ModelConfig, seq_len: int, causal: bool = False,
-                    batch: int = 1) -> AttentionFlops:
+def attention_flops(
+    cfg: ModelConfig, seq_len: int, causal: bool = False, batch: int = 1
+) -> AttentionFlops:
     """Forward FLOPs of all attention blocks for ``batch`` sequences of ``seq_len`` tokens.
 
     ``causal=False`` counts every query–key pair, as the explicit matmuls of the reference module
@@ -70,27 +70,57 @@ def attention_flops(cfg: ModelConfig, seq_len: int, causal: bool = False,
     check_positive_int("batch", batch)
     pairs = attention_pairs(seq_len, causal, cfg.sliding_window)
     return AttentionFlops(
-        projections=cfg.num_hidden_layers * batch * 2 * seq_len * _projection_weights(cfg),
-        scores=cfg.num_hidden_layers * batch * 2 * cfg.num_attention_heads * cfg.head_dim * pairs,
-        weighted_sum=cfg.num_hidden_layers * batch * 2 * cfg.num_attention_heads * cfg.head_dim * pairs,
+        projections=cfg.num_hidden_layers
+        * batch
+        * 2
+        * seq_len
+        * _projection_weights(cfg),
+        scores=cfg.num_hidden_layers
+        * batch
+        * 2
+        * cfg.num_attention_heads
+        * cfg.head_dim
+        * pairs,
+        weighted_sum=cfg.num_hidden_layers
+        * batch
+        * 2
+        * cfg.num_attention_heads
+        * cfg.head_dim
+        * pairs,
     )
 
 
-def decode_attention_flops(cfg: ModelConfig, context: int, batch: int = 1) -> AttentionFlops:
+def decode_attention_flops(
+    cfg: ModelConfig, context: int, batch: int = 1
+) -> AttentionFlops:
     """Attention FLOPs of one decode step with a KV cache: one new query per sequence against
     the ``context`` keys up to and including its own (at most ``cfg.sliding_window``), all L
     layers. Equals ``causal(context) − causal(context − 1)`` of `attention_flops`."""
     check_positive_int("context", context)
     check_positive_int("batch", batch)
     keys = min(context, cfg.sliding_window) if cfg.sliding_window else context
-    quadratic = cfg.num_hidden_layers * batch * 2 * cfg.num_attention_heads * cfg.head_dim * keys
-    return AttentionFlops(cfg.num_hidden_layers * batch * 2 * _projection_weights(cfg),
-                          quadratic, quadratic)
+    quadratic = (
+        cfg.num_hidden_layers
+        * batch
+        * 2
+        * cfg.num_attention_heads
+        * cfg.head_dim
+        * keys
+    )
+    return AttentionFlops(
+        cfg.num_hidden_layers * batch * 2 * _projection_weights(cfg),
+        quadratic,
+        quadratic,
+    )
 
 
 def _projection_weights(cfg: ModelConfig) -> int:
     """Weights of q, k, v and o in one layer: H·n_h·d_h + 2·H·n_kv·d_h + n_h·d_h·H."""
-    H, q, kv = cfg.hidden_size, cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
+    H, q, kv = (
+        cfg.hidden_size,
+        cfg.num_attention_heads * cfg.head_dim,
+        cfg.num_key_value_heads * cfg.head_dim,
+    )
     return H * q + 2 * H * kv + q * H
 
 
@@ -136,10 +166,14 @@ def matmul_weights(cfg: ModelConfig) -> dict[str, int]:
 def _ffn_weights_per_token(cfg: ModelConfig) -> int:
     """FFN weights one token multiplies by in one layer: the FFN, or for a mixture of experts
     the router (E·H) and its k routed plus S shared experts (3·H·I each)."""
-    one = (3 if cfg.mlp_type == "gated" else 2) * cfg.hidden_size * cfg.intermediate_size
+    one = (
+        (3 if cfg.mlp_type == "gated" else 2) * cfg.hidden_size * cfg.intermediate_size
+    )
     if not cfg.is_moe:
         return one
-    return (cfg.num_experts_per_tok + cfg.n_shared_experts) * one + cfg.num_local_experts * cfg.hidden_size
+    return (
+        cfg.num_experts_per_tok + cfg.n_shared_experts
+    ) * one + cfg.num_local_experts * cfg.hidden_size
 
 
 @dataclass(frozen=True)
@@ -162,7 +196,9 @@ class ForwardFlops:
 ATTENTION_MODES = ("causal", "full")
 
 
-def forward_flops_per_token(cfg: ModelConfig, seq_len: int, attention: str = "causal") -> ForwardFlops:
+def forward_flops_per_token(
+    cfg: ModelConfig, seq_len: int, attention: str = "causal"
+) -> ForwardFlops:
     """Forward FLOPs per token of a length-``seq_len`` sequence.
 
     2 × the weights of every matmul (`matmul_weights`: attention projections, FFN, LM head tied
@@ -177,15 +213,23 @@ def forward_flops_per_token(cfg: ModelConfig, seq_len: int, attention: str = "ca
         ConfigError: ``seq_len`` not a positive integer, or ``attention`` not causal or full.
     """
     if attention not in ATTENTION_MODES:
-        raise ConfigError(f"attention must be one of {', '.join(ATTENTION_MODES)}; got {attention!r}")
-    pairs = attention_pairs(seq_len, attention == "causal",
-                            cfg.sliding_window if attention == "causal" else None)
+        raise ConfigError(
+            f"attention must be one of {', '.join(ATTENTION_MODES)}; got {attention!r}"
+        )
+    pairs = attention_pairs(
+        seq_len,
+        attention == "causal",
+        cfg.sliding_window if attention == "causal" else None,
+    )
     per_pair = 4 * cfg.num_hidden_layers * cfg.num_attention_heads * cfg.head_dim
-    return ForwardFlops({k: 2 * v for k, v in matmul_weights(cfg).items()},
-                        Fraction(per_pair * pairs, seq_len))
+    return ForwardFlops(
+        {k: 2 * v for k, v in matmul_weights(cfg).items()},
+        Fraction(per_pair * pairs, seq_len),
+    )
 
 
 # --- Conventions in the literature, per token of a length-T sequence (forward pass) ----------
+
 
 def kaplan_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
     """Kaplan et al. 2020, Table 1: C_forward = 2N + 2·n_layer·n_ctx·d_attn, with N the
@@ -194,7 +238,9 @@ def kaplan_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
     QKᵀ alone over all pairs, or QKᵀ + AV over the causal half (up to the diagonal)."""
     w = matmul_weights(cfg)
     d_attn = cfg.num_attention_heads * cfg.head_dim
-    return 2 * (w["attention"] + w["ffn"]) + 2 * cfg.num_hidden_layers * seq_len * d_attn
+    return (
+        2 * (w["attention"] + w["ffn"]) + 2 * cfg.num_hidden_layers * seq_len * d_attn
+    )
 
 
 def chinchilla_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
@@ -205,10 +251,17 @@ def chinchilla_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
     appendix assumes MHA and two."""
     w = matmul_weights(cfg)
     d_attn = cfg.num_attention_heads * cfg.head_dim
-    per_layer_context = 2 * seq_len * d_attn + 3 * cfg.num_attention_heads * seq_len \
+    per_layer_context = (
+        2 * seq_len * d_attn
+        + 3 * cfg.num_attention_heads * seq_len
         + 2 * seq_len * d_attn
-    return (2 * cfg.vocab_size * cfg.hidden_size + 2 * (w["attention"] + w["ffn"])
-            + cfg.num_hidden_layers * per_layer_context + 2 * w["lm_head"])
+    )
+    return (
+        2 * cfg.vocab_size * cfg.hidden_size
+        + 2 * (w["attention"] + w["ffn"])
+        + cfg.num_hidden_layers * per_layer_context
+        + 2 * w["lm_head"]
+    )
 
 
 def palm_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
@@ -216,8 +269,10 @@ def palm_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
     (H heads, Q head dim), so one third, 2N + 4·L·n_h·d_h·T, forward. N here is every matmul
     weight including the LM head (PaLM ties its embedding, so its N is the same; an untied
     embedding table is not charged)."""
-    return (2 * sum(matmul_weights(cfg).values())
-            + 4 * cfg.num_hidden_layers * cfg.num_attention_heads * cfg.head_dim * seq_len)
+    return (
+        2 * sum(matmul_weights(cfg).values())
+        + 4 * cfg.num_hidden_layers * cfg.num_attention_heads * cfg.head_dim * seq_len
+    )
 
 
 def megatron_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
@@ -226,12 +281,16 @@ def megatron_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
     weights plus the QKᵀ and AV term 4·L·n_h·d_h·T halved, T/2 keys per token on average where
     the exact causal count is (T + 1)/2. Narayanan et al. 2021, Sec. 5.1, counted all pairs
     (24·B·s·h² + 4·B·s²·h per layer), as PaLM does."""
-    return (2 * sum(matmul_weights(cfg).values())
-            + 2 * cfg.num_hidden_layers * cfg.num_attention_heads * cfg.head_dim * seq_len)
+    return (
+        2 * sum(matmul_weights(cfg).values())
+        + 2 * cfg.num_hidden_layers * cfg.num_attention_heads * cfg.head_dim * seq_len
+    )
 
 
 CONVENTIONS = {
-    "llmmath (causal, exact)": lambda cfg, t: forward_flops_per_token(cfg, t, "causal").total,
+    "llmmath (causal, exact)": lambda cfg, t: (
+        forward_flops_per_token(cfg, t, "causal").total
+    ),
     "llmmath (full)": lambda cfg, t: forward_flops_per_token(cfg, t, "full").total,
     "Kaplan et al. 2020": kaplan_forward_flops,
     "Chinchilla (Hoffmann et al. 2022)": chinchilla_forward_flops,
@@ -240,7 +299,9 @@ CONVENTIONS = {
 }
 
 
-def training_flops(cfg: ModelConfig, tokens: int, seq_len: int, attention: str = "causal") -> Fraction:
+def training_flops(
+    cfg: ModelConfig, tokens: int, seq_len: int, attention: str = "causal"
+) -> Fraction:
     """FLOPs to train on ``tokens`` tokens: forward + backward, the backward pass costing twice
     the forward (one matmul for the input gradient, one for the weight gradient), so 3 × forward
     ≈ 6·N·D (Kaplan et al. 2020, Sec. 2.1; Hoffmann et al. 2022, Appendix F)."""
@@ -248,7 +309,9 @@ def training_flops(cfg: ModelConfig, tokens: int, seq_len: int, attention: str =
     return 3 * tokens * forward_flops_per_token(cfg, seq_len, attention).total
 
 
-def training_days(total_flops: float, gpus: int, peak_flops: float, mfu: float) -> float:
+def training_days(
+    total_flops: float, gpus: int, peak_flops: float, mfu: float
+) -> float:
     """Wall-clock days for ``total_flops`` on ``gpus`` GPUs of ``peak_flops`` FLOP/s each at
     model FLOPs utilisation ``mfu`` (0 < mfu ≤ 1)."""
     check_positive_int("gpus", gpus)

@@ -21,14 +21,34 @@ H, L, V, I, P = sp.symbols("H L V I P", positive=True, integer=True)
 n_h, n_kv, d_h, g = sp.symbols("n_h n_kv d_h g", positive=True, integer=True)
 E, k, S = sp.symbols("E k S", positive=True, integer=True)
 
-SYMBOLS = {"H": H, "L": L, "V": V, "I": I, "P": P, "n_h": n_h, "n_kv": n_kv, "d_h": d_h, "g": g,
-           "E": E, "k": k, "S": S}
+SYMBOLS = {
+    "H": H,
+    "L": L,
+    "V": V,
+    "I": I,
+    "P": P,
+    "n_h": n_h,
+    "n_kv": n_kv,
+    "d_h": d_h,
+    "g": g,
+    "E": E,
+    "k": k,
+    "S": S,
+}
 
 #: Notation letter -> Hugging Face ``config.json`` field (`ModelConfig` attribute).
 CONFIG_FIELDS = {
-    H: "hidden_size", L: "num_hidden_layers", V: "vocab_size", I: "intermediate_size",
-    P: "max_position_embeddings", n_h: "num_attention_heads", n_kv: "num_key_value_heads",
-    d_h: "head_dim", g: "group_size", E: "num_local_experts", k: "num_experts_per_tok",
+    H: "hidden_size",
+    L: "num_hidden_layers",
+    V: "vocab_size",
+    I: "intermediate_size",
+    P: "max_position_embeddings",
+    n_h: "num_attention_heads",
+    n_kv: "num_key_value_heads",
+    d_h: "head_dim",
+    g: "group_size",
+    E: "num_local_experts",
+    k: "num_experts_per_tok",
     S: "n_shared_experts",
 }
 
@@ -40,8 +60,12 @@ def _dim(text: str) -> sp.Expr:
 def tensor_formulas(cfg: ModelConfig) -> dict[str, sp.Expr]:
     """Whole-model parameters of each tensor as a SymPy product of its shape (times L when the
     tensor repeats in every layer). Keys are `llmmath.counting.TensorCount` names."""
-    return {t.name: (L if t.per_layer else 1) * (SYMBOLS[t.copies_dim] if t.copies_dim else 1)
-            * sp.Mul(*map(_dim, t.dims)) for t in weight_shapes(cfg)}
+    return {
+        t.name: (L if t.per_layer else 1)
+        * (SYMBOLS[t.copies_dim] if t.copies_dim else 1)
+        * sp.Mul(*map(_dim, t.dims))
+        for t in weight_shapes(cfg)
+    }
 
 
 def group_formulas(cfg: ModelConfig) -> dict[str, sp.Expr]:
@@ -63,16 +87,28 @@ def attention_formula(qkv_bias: bool = False, o_proj_bias: bool = False) -> sp.E
 
     Without biases: H·(n_h·d_h) + 2·H·(n_kv·d_h) + (n_h·d_h)·H (Ainslie et al. 2023, GQA).
     """
-    cfg = ModelConfig(vocab_size=1, hidden_size=2, intermediate_size=1, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1,
-                      qkv_bias=qkv_bias, o_proj_bias=o_proj_bias)
+    cfg = ModelConfig(
+        vocab_size=1,
+        hidden_size=2,
+        intermediate_size=1,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        qkv_bias=qkv_bias,
+        o_proj_bias=o_proj_bias,
+    )
     return sp.expand(group_formulas(cfg)["attention"] / L)
 
 
 def swiglu_formula() -> sp.Expr:
     """Parameters of one gated (SwiGLU) FFN without biases: gate, up and down, 3·H·I."""
-    cfg = ModelConfig(vocab_size=1, hidden_size=1, intermediate_size=1, num_hidden_layers=1,
-                      num_attention_heads=1)
+    cfg = ModelConfig(
+        vocab_size=1,
+        hidden_size=1,
+        intermediate_size=1,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+    )
     return sp.expand(group_formulas(cfg)["ffn"] / L)
 
 
@@ -88,8 +124,11 @@ def in_group_size(expr: sp.Expr) -> sp.Expr:
 def values(cfg: ModelConfig) -> dict[sp.Symbol, int]:
     """The integer value of every symbol for ``cfg`` (see `CONFIG_FIELDS`; the expert letters
     only for a mixture of experts)."""
-    return {sym: getattr(cfg, field) for sym, field in CONFIG_FIELDS.items()
-            if getattr(cfg, field) is not None}
+    return {
+        sym: getattr(cfg, field)
+        for sym, field in CONFIG_FIELDS.items()
+        if getattr(cfg, field) is not None
+    }
 
 
 def evaluate(expr: sp.Expr, cfg: ModelConfig) -> int:
@@ -100,5 +139,7 @@ def evaluate(expr: sp.Expr, cfg: ModelConfig) -> int:
     """
     result = sp.sympify(expr).subs(values(cfg))
     if not result.is_Integer:
-        raise ValueError(f"{expr} does not evaluate to an integer for this config: {result}")
+        raise ValueError(
+            f"{expr} does not evaluate to an integer for this config: {result}"
+        )
     return int(result)

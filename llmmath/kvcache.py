@@ -19,7 +19,6 @@ from llmmath.config import ModelConfig, check_positive_int
 from llmmath.units import bytes_of
 
 
-
 def cached_tokens(cfg: ModelConfig, seq_len: int) -> int:
     """Tokens per sequence the cache holds after ``seq_len`` tokens: min(t, sliding_window)."""
     check_positive_int("seq_len", seq_len)
@@ -29,12 +28,19 @@ def cached_tokens(cfg: ModelConfig, seq_len: int) -> int:
 def kv_cache_elements(cfg: ModelConfig, batch: int = 1, seq_len: int = 1) -> int:
     """Numbers in the cache: 2 · L · b · min(t, W) · n_kv · d_h (keys and values)."""
     check_positive_int("batch", batch)
-    return (2 * cfg.num_hidden_layers * batch * cached_tokens(cfg, seq_len)
-            * cfg.num_key_value_heads * cfg.head_dim)
+    return (
+        2
+        * cfg.num_hidden_layers
+        * batch
+        * cached_tokens(cfg, seq_len)
+        * cfg.num_key_value_heads
+        * cfg.head_dim
+    )
 
 
-def kv_cache_bytes(cfg: ModelConfig, batch: int = 1, seq_len: int = 1,
-                   dtype: str = "bf16") -> int:
+def kv_cache_bytes(
+    cfg: ModelConfig, batch: int = 1, seq_len: int = 1, dtype: str = "bf16"
+) -> int:
     """Bytes of the KV cache of ``batch`` sequences of ``seq_len`` tokens, as an exact ``int``.
 
     ``dtype`` is the cache's number format (``"fp32"``, ``"bf16"``, ``"fp16"``, ``"fp8"``,
@@ -50,4 +56,6 @@ def kv_cache_bytes(cfg: ModelConfig, batch: int = 1, seq_len: int = 1,
 def kv_cache_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
     """Bytes one more token adds to the cache of one sequence: 2 · L · n_kv · d_h · bytes per
     element (before a sliding window is full)."""
-    return bytes_of(2 * cfg.num_hidden_layers * cfg.num_key_value_heads * cfg.head_dim, dtype)
+    return bytes_of(
+        2 * cfg.num_hidden_layers * cfg.num_key_value_heads * cfg.head_dim, dtype
+    )

@@ -48,8 +48,14 @@ class ServingFit:
         return self.total_bytes <= self.gpu_bytes
 
 
-def serving_fit(cfg: ModelConfig, gpu_bytes: int, batch: int = 1, seq_len: int = 4096,
-                weight_dtype: str = "bf16", cache_dtype: str = "bf16") -> ServingFit:
+def serving_fit(
+    cfg: ModelConfig,
+    gpu_bytes: int,
+    batch: int = 1,
+    seq_len: int = 4096,
+    weight_dtype: str = "bf16",
+    cache_dtype: str = "bf16",
+) -> ServingFit:
     """Weights in ``weight_dtype`` plus the cache of ``batch`` × ``seq_len`` tokens in
     ``cache_dtype`` against ``gpu_bytes`` of memory. Exact integers throughout.
 
@@ -85,7 +91,9 @@ MIXED_PRECISION_ADAM = {
 }
 
 
-def training_state_bytes(cfg: ModelConfig, per_parameter: dict[str, int] | None = None) -> dict[str, int]:
+def training_state_bytes(
+    cfg: ModelConfig, per_parameter: dict[str, int] | None = None
+) -> dict[str, int]:
     """Bytes of the training state, item by item: each entry of ``per_parameter`` (default
     `MIXED_PRECISION_ADAM`, 16 bytes per parameter) times ``count_params(cfg).total``.
     Activations are separate (`activation_bytes_per_layer`)."""
@@ -93,8 +101,13 @@ def training_state_bytes(cfg: ModelConfig, per_parameter: dict[str, int] | None 
     return {item: b * n for item, b in (per_parameter or MIXED_PRECISION_ADAM).items()}
 
 
-def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, batch: int = 1,
-                               dropout: bool = False, flash_attention: bool = False) -> dict[str, int]:
+def activation_bytes_per_layer(
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int = 1,
+    dropout: bool = False,
+    flash_attention: bool = False,
+) -> dict[str, int]:
     """Activation bytes one decoder block keeps for the backward pass, item by item, in 16-bit
     precision (dropout masks 1 byte per element).
 
@@ -110,8 +123,12 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, batch: int = 1,
     per-head q/k norms add their inputs (``qk_norm``).
     """
     s, b, H = seq_len, batch, cfg.hidden_size
-    q, kv, a, I = (cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim,
-                   cfg.num_attention_heads, cfg.intermediate_size)
+    q, kv, a, I = (
+        cfg.num_attention_heads * cfg.head_dim,
+        cfg.num_key_value_heads * cfg.head_dim,
+        cfg.num_attention_heads,
+        cfg.intermediate_size,
+    )
     check_positive_int("seq_len", s)
     check_positive_int("batch", b)
     items = {
@@ -132,9 +149,11 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, batch: int = 1,
     experts = (cfg.num_experts_per_tok + cfg.n_shared_experts) if cfg.is_moe else 1
     if cfg.is_moe:
         items["router logits"] = 2 * s * b * cfg.num_local_experts
-    if cfg.mlp_type == "gated":                  # per token, for each expert it uses (MoE: k + S)
+    if cfg.mlp_type == "gated":  # per token, for each expert it uses (MoE: k + S)
         items["gate and up outputs"] = 2 * 2 * s * b * I * experts
-        items["activation output, product (input of down)"] = 2 * 2 * s * b * I * experts
+        items["activation output, product (input of down)"] = (
+            2 * 2 * s * b * I * experts
+        )
     else:
         items["input of the activation"] = 2 * s * b * I
         items["input of the second matmul"] = 2 * s * b * I
@@ -150,8 +169,14 @@ def activation_bytes_per_layer(cfg: ModelConfig, seq_len: int, batch: int = 1,
 OPTIMIZERS = {"none (inference)": None, "Adam, mixed precision": MIXED_PRECISION_ADAM}
 
 
-def memory_budget(cfg: ModelConfig, dtype: str = "bf16", optimizer: str = "Adam, mixed precision",
-                  batch: int = 1, seq_len: int = 4096, flash_attention: bool = True) -> dict[str, int]:
+def memory_budget(
+    cfg: ModelConfig,
+    dtype: str = "bf16",
+    optimizer: str = "Adam, mixed precision",
+    batch: int = 1,
+    seq_len: int = 4096,
+    flash_attention: bool = True,
+) -> dict[str, int]:
     """Bytes item by item. Inference (``optimizer`` ``"none (inference)"``): weights in ``dtype``
     and the bf16 KV cache of ``batch`` × ``seq_len`` tokens. Training: `training_state_bytes`
     for the optimizer plus the activations of all L layers (`activation_bytes_per_layer`).
@@ -160,12 +185,22 @@ def memory_budget(cfg: ModelConfig, dtype: str = "bf16", optimizer: str = "Adam,
         ConfigError: an unknown optimizer, dtype or size.
     """
     if optimizer not in OPTIMIZERS:
-        raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {optimizer!r}")
+        raise ConfigError(
+            f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {optimizer!r}"
+        )
     per_parameter = OPTIMIZERS[optimizer]
     if per_parameter is None:
-        return {f"weights ({dtype})": weight_bytes(cfg, dtype),
-                f"KV cache (bf16), {batch:,} × {seq_len:,} tokens": kv_cache_bytes(cfg, batch, seq_len)}
+        return {
+            f"weights ({dtype})": weight_bytes(cfg, dtype),
+            f"KV cache (bf16), {batch:,} × {seq_len:,} tokens": kv_cache_bytes(
+                cfg, batch, seq_len
+            ),
+        }
     items = training_state_bytes(cfg, per_parameter)
-    per_layer = activation_bytes_per_layer(cfg, seq_len, batch, flash_attention=flash_attention)
-    items[f"activations, {cfg.num_hidden_layers} layers"] = cfg.num_hidden_layers * sum(per_layer.values())
+    per_layer = activation_bytes_per_layer(
+        cfg, seq_len, batch, flash_attention=flash_attention
+    )
+    items[f"activations, {cfg.num_hidden_layers} layers"] = cfg.num_hidden_layers * sum(
+        per_layer.values()
+    )
     return items

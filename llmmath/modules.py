@@ -89,7 +89,9 @@ class KVCache:
         self.sliding_window = sliding_window
         self.seen = 0
 
-    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Append the new tokens' ``k``, ``v``; return the keys and values they may read (with a
         window W, the last W + t_new − 1: the first new token reads W, the last one W too)."""
         new = k.shape[2]
@@ -97,9 +99,12 @@ class KVCache:
             k = torch.cat([self.keys[layer], k], dim=2)
             v = torch.cat([self.values[layer], v], dim=2)
         w = self.sliding_window
-        if w and k.shape[2] > w:               # clone: a view would keep the whole tensor alive
-            self.keys[layer], self.values[layer] = k[:, :, -w:].clone(), v[:, :, -w:].clone()
-            k, v = k[:, :, -(w + new - 1):], v[:, :, -(w + new - 1):]
+        if w and k.shape[2] > w:  # clone: a view would keep the whole tensor alive
+            self.keys[layer], self.values[layer] = (
+                k[:, :, -w:].clone(),
+                v[:, :, -w:].clone(),
+            )
+            k, v = k[:, :, -(w + new - 1) :], v[:, :, -(w + new - 1) :]
         else:
             self.keys[layer], self.values[layer] = k, v
         return k, v
@@ -111,11 +116,20 @@ class KVCache:
     def storage_nbytes(self) -> int:
         """Bytes of the memory behind the stored tensors (more than `nbytes` if one were a view
         into a larger tensor; equal here, which the tests check)."""
-        return sum(t.untyped_storage().nbytes() for t in self.keys + self.values if t is not None)
+        return sum(
+            t.untyped_storage().nbytes()
+            for t in self.keys + self.values
+            if t is not None
+        )
 
 
-def attention_mask(q_len: int, k_len: int, start: int, window: int | None,
-                   device: torch.device | None = None) -> torch.Tensor:
+def attention_mask(
+    q_len: int,
+    k_len: int,
+    start: int,
+    window: int | None,
+    device: torch.device | None = None,
+) -> torch.Tensor:
     """``(q_len, k_len)`` booleans: may query i (position start + i) read key j?
 
     Keys are the last ``k_len`` positions up to start + q_len − 1. Causal: j ≤ i; with a
@@ -142,7 +156,12 @@ class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        n_h, n_kv, d_h, H = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.hidden_size
+        n_h, n_kv, d_h, H = (
+            cfg.num_attention_heads,
+            cfg.num_key_value_heads,
+            cfg.head_dim,
+            cfg.hidden_size,
+        )
         self.q_proj = nn.Linear(H, n_h * d_h, bias=cfg.qkv_bias)
         self.k_proj = nn.Linear(H, n_kv * d_h, bias=cfg.qkv_bias)
         self.v_proj = nn.Linear(H, n_kv * d_h, bias=cfg.qkv_bias)
@@ -151,25 +170,44 @@ class Attention(nn.Module):
             self.q_norm = make_norm(cfg, d_h)
             self.k_norm = make_norm(cfg, d_h)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0
+    ) -> torch.Tensor:
         cfg = self.cfg
         b, t, _ = x.shape
         start = cache.seen if cache is not None else 0
-        q = self.q_proj(x).view(b, t, cfg.num_attention_heads, cfg.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(b, t, cfg.num_key_value_heads, cfg.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(b, t, cfg.num_key_value_heads, cfg.head_dim).transpose(1, 2)
+        q = (
+            self.q_proj(x)
+            .view(b, t, cfg.num_attention_heads, cfg.head_dim)
+            .transpose(1, 2)
+        )
+        k = (
+            self.k_proj(x)
+            .view(b, t, cfg.num_key_value_heads, cfg.head_dim)
+            .transpose(1, 2)
+        )
+        v = (
+            self.v_proj(x)
+            .view(b, t, cfg.num_key_value_heads, cfg.head_dim)
+            .transpose(1, 2)
+        )
         if cfg.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         if cfg.position_embedding_type == "rope":
-            cos, sin = rope_cos_sin(cfg.head_dim, t, offset=start, inv_freq=scaled_inv_freq(cfg))
-            q, k = apply_rope(q, cos.to(x), sin.to(x)), apply_rope(k, cos.to(x), sin.to(x))
+            cos, sin = rope_cos_sin(
+                cfg.head_dim, t, offset=start, inv_freq=scaled_inv_freq(cfg)
+            )
+            q, k = (
+                apply_rope(q, cos.to(x), sin.to(x)),
+                apply_rope(k, cos.to(x), sin.to(x)),
+            )
         if cache is not None:
-            k, v = cache.update(layer, k, v)                                # (b, n_kv, t_k, d_h)
+            k, v = cache.update(layer, k, v)  # (b, n_kv, t_k, d_h)
         k, v = repeat_kv(k, cfg.group_size), repeat_kv(v, cfg.group_size)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(cfg.head_dim)       # (b, n_h, t, t_k)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(cfg.head_dim)  # (b, n_h, t, t_k)
         mask = attention_mask(t, k.shape[2], start, cfg.sliding_window, x.device)
         scores = scores.masked_fill(~mask, float("-inf"))
-        out = scores.softmax(dim=-1) @ v                                    # (b, n_h, t, d_h)
+        out = scores.softmax(dim=-1) @ v  # (b, n_h, t, d_h)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -186,18 +224,28 @@ def mha_to_gqa(attn: Attention, num_key_value_heads: int) -> Attention:
     """
     old = attn.cfg
     if old.num_key_value_heads % num_key_value_heads:
-        raise ConfigError(f"num_key_value_heads ({num_key_value_heads}) must divide the current "
-                          f"num_key_value_heads ({old.num_key_value_heads})")
+        raise ConfigError(
+            f"num_key_value_heads ({num_key_value_heads}) must divide the current "
+            f"num_key_value_heads ({old.num_key_value_heads})"
+        )
     cfg = old.replace(num_key_value_heads=num_key_value_heads, head_dim=old.head_dim)
-    with torch.random.fork_rng(devices=[]):       # its random init is overwritten below
+    with torch.random.fork_rng(devices=[]):  # its random init is overwritten below
         new = Attention(cfg).to(attn.q_proj.weight)
     pool = old.num_key_value_heads // num_key_value_heads
     with torch.no_grad():
-        new.load_state_dict({k: v for k, v in attn.state_dict().items()
-                             if not k.startswith(("k_proj", "v_proj"))}, strict=False)
+        new.load_state_dict(
+            {
+                k: v
+                for k, v in attn.state_dict().items()
+                if not k.startswith(("k_proj", "v_proj"))
+            },
+            strict=False,
+        )
         for name in ("k_proj", "v_proj"):
             source, target = getattr(attn, name), getattr(new, name)
-            w = source.weight.view(num_key_value_heads, pool, old.head_dim, old.hidden_size)
+            w = source.weight.view(
+                num_key_value_heads, pool, old.head_dim, old.hidden_size
+            )
             target.weight.copy_(w.mean(dim=1).reshape_as(target.weight))
             if source.bias is not None:
                 bias = source.bias.view(num_key_value_heads, pool, old.head_dim)
@@ -237,11 +285,13 @@ class MoE(nn.Module):
         self.top_k, self.norm_topk_prob = cfg.num_experts_per_tok, cfg.norm_topk_prob
         self.router = nn.Linear(cfg.hidden_size, cfg.num_local_experts, bias=False)
         self.experts = nn.ModuleList(MLP(cfg) for _ in range(cfg.num_local_experts))
-        self.shared_experts = nn.ModuleList(MLP(cfg) for _ in range(cfg.n_shared_experts))
+        self.shared_experts = nn.ModuleList(
+            MLP(cfg) for _ in range(cfg.n_shared_experts)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
-        probs = self.router(flat).softmax(dim=-1, dtype=torch.float32)      # as HF: in fp32
+        probs = self.router(flat).softmax(dim=-1, dtype=torch.float32)  # as HF: in fp32
         weights, chosen = probs.topk(self.top_k, dim=-1)
         if self.norm_topk_prob:
             weights = weights / weights.sum(dim=-1, keepdim=True)
@@ -271,7 +321,9 @@ class DecoderBlock(nn.Module):
         self.post_attention_layernorm = make_norm(cfg, cfg.hidden_size)
         self.mlp = MoE(cfg) if cfg.is_moe else MLP(cfg)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0
+    ) -> torch.Tensor:
         if not self.pre_norm:
             h = self.input_layernorm(x + self.self_attn(x, cache, layer))
             return self.post_attention_layernorm(h + self.mlp(h))
@@ -284,7 +336,9 @@ def embedding(num_embeddings: int, dim: int) -> nn.Embedding:
     initialisation is skipped: ``normal_`` on a meta tensor imports torch's compiler (about 1.5 s)
     to produce values that do not exist."""
     if torch.empty(0).is_meta:
-        return nn.Embedding(num_embeddings, dim, _weight=torch.empty(num_embeddings, dim))
+        return nn.Embedding(
+            num_embeddings, dim, _weight=torch.empty(num_embeddings, dim)
+        )
     return nn.Embedding(num_embeddings, dim)
 
 
@@ -300,8 +354,12 @@ class DecoderLM(nn.Module):
         self.cfg = cfg
         self.embed_tokens = embedding(cfg.vocab_size, cfg.hidden_size)
         if cfg.position_embedding_type == "learned":
-            self.embed_positions = embedding(cfg.max_position_embeddings, cfg.hidden_size)
-        self.layers = nn.ModuleList(DecoderBlock(cfg) for _ in range(cfg.num_hidden_layers))
+            self.embed_positions = embedding(
+                cfg.max_position_embeddings, cfg.hidden_size
+            )
+        self.layers = nn.ModuleList(
+            DecoderBlock(cfg) for _ in range(cfg.num_hidden_layers)
+        )
         self.norm = make_norm(cfg, cfg.hidden_size)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         if cfg.tie_word_embeddings:
@@ -311,14 +369,21 @@ class DecoderLM(nn.Module):
         """An empty `KVCache` for this model."""
         return KVCache(self.cfg.num_hidden_layers, self.cfg.sliding_window)
 
-    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(
+        self, input_ids: torch.Tensor, cache: KVCache | None = None
+    ) -> torch.Tensor:
         """Logits ``(batch, seq, V)``. With a ``cache``, ``input_ids`` are the tokens after the
         ``cache.seen`` already processed, and the cache is extended by them."""
         start = cache.seen if cache is not None else 0
         end = start + input_ids.shape[1]
-        if self.cfg.position_embedding_type == "learned" and end > self.cfg.max_position_embeddings:
-            raise ConfigError(f"position {end - 1} is beyond max_position_embeddings "
-                              f"({self.cfg.max_position_embeddings}) of the learned position table")
+        if (
+            self.cfg.position_embedding_type == "learned"
+            and end > self.cfg.max_position_embeddings
+        ):
+            raise ConfigError(
+                f"position {end - 1} is beyond max_position_embeddings "
+                f"({self.cfg.max_position_embeddings}) of the learned position table"
+            )
         x = self.embed_tokens(input_ids)
         if self.cfg.position_embedding_type == "learned":
             positions = torch.arange(start, start + input_ids.shape[1], device=x.device)
@@ -330,8 +395,12 @@ class DecoderLM(nn.Module):
         return self.lm_head(self.norm(x))
 
 
-def build_model(cfg: ModelConfig, device: str | torch.device = "meta",
-                dtype: torch.dtype | None = None, seed: int | None = 0) -> DecoderLM:
+def build_model(
+    cfg: ModelConfig,
+    device: str | torch.device = "meta",
+    dtype: torch.dtype | None = None,
+    seed: int | None = 0,
+) -> DecoderLM:
     """A `DecoderLM` for ``cfg``. On ``"meta"`` (the default) no memory is allocated, so any
     size can be counted with ``sum(p.numel() for p in model.parameters())``. On a real device
     weights are random (``torch.manual_seed(seed)`` first, unless ``seed`` is None)."""
@@ -343,8 +412,12 @@ def build_model(cfg: ModelConfig, device: str | torch.device = "meta",
 
 
 @torch.no_grad()
-def generate(model: DecoderLM, input_ids: torch.Tensor, max_new_tokens: int,
-             use_cache: bool = True) -> tuple[torch.Tensor, KVCache | None]:
+def generate(
+    model: DecoderLM,
+    input_ids: torch.Tensor,
+    max_new_tokens: int,
+    use_cache: bool = True,
+) -> tuple[torch.Tensor, KVCache | None]:
     """Greedy decoding: ``(batch, t)`` prompt → ``(batch, t + max_new_tokens)`` tokens.
 
     With ``use_cache`` the prompt is processed once (prefill) and each step feeds only the newest

@@ -39,14 +39,18 @@ class NormCost:
         return self.flops / self.bytes
 
 
-def norm_cost(norm_type: str, hidden_size: int, tokens: int = 1, dtype: str = "bf16") -> NormCost:
+def norm_cost(
+    norm_type: str, hidden_size: int, tokens: int = 1, dtype: str = "bf16"
+) -> NormCost:
     """FLOPs and bytes moved by one ``norm_type`` norm over ``tokens`` tokens (see module doc).
 
     Raises:
         ConfigError: an unknown norm type, a size that is not a positive integer, a bad dtype.
     """
     if norm_type not in NORM_TYPES:
-        raise ConfigError(f"norm_type must be one of {', '.join(NORM_TYPES)}; got {norm_type!r}")
+        raise ConfigError(
+            f"norm_type must be one of {', '.join(NORM_TYPES)}; got {norm_type!r}"
+        )
     check_positive_int("hidden_size", hidden_size)
     check_positive_int("tokens", tokens)
     flops = FLOPS_PER_FEATURE[norm_type] * hidden_size * tokens

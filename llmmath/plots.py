@@ -5,7 +5,7 @@ Every figure takes `llmmath.counting.ParamCount` objects; nothing here computes 
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
@@ -14,10 +14,20 @@ from matplotlib.figure import Figure
 from llmmath.counting import GROUPS, ParamCount
 
 #: One colour per group, used by every figure and the widget.
-GROUP_COLORS = {"embedding": "#4c72b0", "attention": "#dd8452", "ffn": "#55a868",
-                "norm": "#c44e52", "lm_head": "#8172b3"}
-GROUP_LABELS = {"embedding": "embedding", "attention": "attention", "ffn": "FFN",
-                "norm": "norms", "lm_head": "LM head"}
+GROUP_COLORS = {
+    "embedding": "#4c72b0",
+    "attention": "#dd8452",
+    "ffn": "#55a868",
+    "norm": "#c44e52",
+    "lm_head": "#8172b3",
+}
+GROUP_LABELS = {
+    "embedding": "embedding",
+    "attention": "attention",
+    "ffn": "FFN",
+    "norm": "norms",
+    "lm_head": "LM head",
+}
 
 
 def _new_axes(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
@@ -35,8 +45,12 @@ def group_bars(counts: ParamCount, ax: Axes | None = None, title: str = "") -> F
     values = [groups[g] for g in GROUPS][::-1]
     bars = ax.barh(labels, values, color=[GROUP_COLORS[g] for g in GROUPS][::-1])
     for bar, value in zip(bars, values):
-        ax.annotate(f" {value:,} ({value / counts.total:.1%})", (bar.get_width(), bar.get_y()
-                    + bar.get_height() / 2), va="center", fontsize=8)
+        ax.annotate(
+            f" {value:,} ({value / counts.total:.1%})",
+            (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+            va="center",
+            fontsize=8,
+        )
     ax.set_xlim(0, max(values) * 1.6)
     ax.set_xlabel("parameters")
     ax.set_title(title or f"total {counts.total:,} parameters", fontsize=10)
@@ -44,23 +58,45 @@ def group_bars(counts: ParamCount, ax: Axes | None = None, title: str = "") -> F
     return fig
 
 
-def pie(slices: Mapping[str, float], ax: Axes | None = None, title: str = "",
-        colors: Sequence[str] | None = None, decimals: int = 2) -> Figure:
+def pie(
+    slices: Mapping[str, float],
+    ax: Axes | None = None,
+    title: str = "",
+    colors: Sequence[str] | None = None,
+    decimals: int = 2,
+) -> Figure:
     """A pie of ``slices`` (label → value). Slices under 5 % get no label on the pie, where
     they would overlap; a legend below lists every slice with its share."""
     fig, ax = _new_axes(ax, (4.2, 4.6))
     values, total = list(slices.values()), sum(slices.values())
-    wedges, *_ = ax.pie(values, colors=colors, startangle=90, counterclock=False,
-                        labels=[k if v / total >= 0.05 else "" for k, v in slices.items()],
-                        autopct=lambda pct: f"{pct:.{decimals}f}%" if pct >= 5 else "",
-                        pctdistance=0.7, textprops={"fontsize": 8})
+    wedges, *_ = ax.pie(
+        values,
+        colors=colors,
+        startangle=90,
+        counterclock=False,
+        labels=[k if v / total >= 0.05 else "" for k, v in slices.items()],
+        autopct=lambda pct: f"{pct:.{decimals}f}%" if pct >= 5 else "",
+        pctdistance=0.7,
+        textprops={"fontsize": 8},
+    )
 
     def share(v: float) -> str:
         s = v / total
-        return f"{s:.{decimals}%}" if s == 0 or s >= 10 ** -(decimals + 2) else f"{s:.{decimals + 2}%}"
+        return (
+            f"{s:.{decimals}%}"
+            if s == 0 or s >= 10 ** -(decimals + 2)
+            else f"{s:.{decimals + 2}%}"
+        )
 
-    ax.legend(wedges, [f"{k}: {share(v)}" for k, v in slices.items()], loc="upper center",
-              bbox_to_anchor=(0.5, 0.02), ncols=2, fontsize=8, frameon=False)
+    ax.legend(
+        wedges,
+        [f"{k}: {share(v)}" for k, v in slices.items()],
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.02),
+        ncols=2,
+        fontsize=8,
+        frameon=False,
+    )
     ax.set_title(title, fontsize=10)
     return fig
 
@@ -68,8 +104,12 @@ def pie(slices: Mapping[str, float], ax: Axes | None = None, title: str = "",
 def share_pie(counts: ParamCount, ax: Axes | None = None, title: str = "") -> Figure:
     """A pie of the group shares of ``counts`` (groups with no parameters left out)."""
     groups = {g: n for g, n in counts.by_group().items() if n}
-    return pie({GROUP_LABELS[g]: n for g, n in groups.items()}, ax=ax, title=title,
-               colors=[GROUP_COLORS[g] for g in groups])
+    return pie(
+        {GROUP_LABELS[g]: n for g, n in groups.items()},
+        ax=ax,
+        title=title,
+        colors=[GROUP_COLORS[g] for g in groups],
+    )
 
 
 def stacked_shares(models: Mapping[str, ParamCount], ax: Axes | None = None) -> Figure:
@@ -83,7 +123,12 @@ def stacked_shares(models: Mapping[str, ParamCount], ax: Axes | None = None) -> 
         left = [a + b for a, b in zip(left, shares)]
     ax.set_xlim(0, 100)
     ax.set_xlabel("share of parameters (%)")
-    ax.legend(ncols=len(GROUPS), loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize=8,
-              frameon=False)
+    ax.legend(
+        ncols=len(GROUPS),
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.0),
+        fontsize=8,
+        frameon=False,
+    )
     ax.spines[["top", "right"]].set_visible(False)
     return fig

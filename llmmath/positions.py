@@ -16,7 +16,9 @@ import torch
 def sinusoidal_positions(max_len: int, dim: int, base: float = 10000.0) -> torch.Tensor:
     """The ``(max_len, dim)`` sinusoidal table (float64); ``dim`` must be even."""
     if dim % 2:
-        raise ValueError(f"dim ({dim}) must be even: sin and cos fill alternate columns")
+        raise ValueError(
+            f"dim ({dim}) must be even: sin and cos fill alternate columns"
+        )
     position = torch.arange(max_len, dtype=torch.float64)[:, None]
     div_term = base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
     table = torch.zeros(max_len, dim, dtype=torch.float64)

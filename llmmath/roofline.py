@@ -16,7 +16,11 @@ from dataclasses import dataclass
 
 from llmmath.config import ConfigError, ModelConfig, check_positive_int
 from llmmath.counting import count_params
-from llmmath.flops import decode_attention_flops, forward_flops_per_token, matmul_weights
+from llmmath.flops import (
+    decode_attention_flops,
+    forward_flops_per_token,
+    matmul_weights,
+)
 from llmmath.kvcache import kv_cache_bytes
 from llmmath.units import bytes_of
 
@@ -26,9 +30,9 @@ class GPU:
     """Published peak numbers of an accelerator (dense, no sparsity)."""
 
     name: str
-    peak_flops: float       # FLOP/s, dense BF16 tensor cores
-    bandwidth: float        # bytes/s of HBM
-    memory: int             # bytes
+    peak_flops: float  # FLOP/s, dense BF16 tensor cores
+    bandwidth: float  # bytes/s of HBM
+    memory: int  # bytes
     source: str
 
     @property
@@ -38,12 +42,22 @@ class GPU:
 
 
 GPUS = {
-    "A100-SXM4-80GB": GPU("A100-SXM4-80GB", 312e12, 2.039e12, 80 * 2**30,
-                          "NVIDIA A100 datasheet: 312 TFLOPS BF16 dense, 2,039 GB/s HBM2e; "
-                          "'80GB' of HBM is 80 GiB (nvidia-smi: 81920 MiB)"),
-    "H100-SXM5-80GB": GPU("H100-SXM5-80GB", 989.4e12, 3.35e12, 80 * 2**30,
-                          "NVIDIA H100 datasheet: 1,979 TFLOPS BF16 with sparsity (989.4 dense), "
-                          "3.35 TB/s HBM3; '80GB' of HBM is 80 GiB (nvidia-smi: 81920 MiB)"),
+    "A100-SXM4-80GB": GPU(
+        "A100-SXM4-80GB",
+        312e12,
+        2.039e12,
+        80 * 2**30,
+        "NVIDIA A100 datasheet: 312 TFLOPS BF16 dense, 2,039 GB/s HBM2e; "
+        "'80GB' of HBM is 80 GiB (nvidia-smi: 81920 MiB)",
+    ),
+    "H100-SXM5-80GB": GPU(
+        "H100-SXM5-80GB",
+        989.4e12,
+        3.35e12,
+        80 * 2**30,
+        "NVIDIA H100 datasheet: 1,979 TFLOPS BF16 with sparsity (989.4 dense), "
+        "3.35 TB/s HBM3; '80GB' of HBM is 80 GiB (nvidia-smi: 81920 MiB)",
+    ),
 }
 
 
@@ -85,8 +99,6 @@ class Step:
         return self.batch / self.seconds
 
 
-
-
 def weights_read(cfg: ModelConfig, rows: int, dtype: str = "bf16") -> int:
     """Bytes of weights a step over ``rows`` tokens reads: every non-embedding weight and the
     LM head matrix (V·H, read once whether or not it is tied), but of the embedding table only
@@ -97,11 +109,19 @@ def weights_read(cfg: ModelConfig, rows: int, dtype: str = "bf16") -> int:
     rows_read = min(rows, cfg.vocab_size) * cfg.hidden_size
     if cfg.position_embedding_type == "learned":
         rows_read += min(rows, cfg.max_position_embeddings) * cfg.hidden_size
-    return bytes_of(counts.non_embedding + cfg.vocab_size * cfg.hidden_size + rows_read, dtype)
+    return bytes_of(
+        counts.non_embedding + cfg.vocab_size * cfg.hidden_size + rows_read, dtype
+    )
 
 
-def decode_step(cfg: ModelConfig, gpu: GPU | str, batch: int = 1, context: int = 4096,
-                weight_dtype: str = "bf16", cache_dtype: str = "bf16") -> Step:
+def decode_step(
+    cfg: ModelConfig,
+    gpu: GPU | str,
+    batch: int = 1,
+    context: int = 4096,
+    weight_dtype: str = "bf16",
+    cache_dtype: str = "bf16",
+) -> Step:
     """FLOPs and bytes of one decode step: 2 × matmul weights × batch plus attention over the
     cache (`decode_attention_flops`); bytes = the weights read (`weights_read`) + each
     sequence's cache once (`kv_cache_bytes` at ``context`` tokens). Activations' traffic is left
@@ -114,32 +134,51 @@ def decode_step(cfg: ModelConfig, gpu: GPU | str, batch: int = 1, context: int =
     check_positive_int("batch", batch)
     attention = decode_attention_flops(cfg, context, batch)
     flops = 2 * sum(matmul_weights(cfg).values()) * batch + attention.quadratic
-    read = weights_read(cfg, batch, weight_dtype) + kv_cache_bytes(cfg, batch, context, cache_dtype)
+    read = weights_read(cfg, batch, weight_dtype) + kv_cache_bytes(
+        cfg, batch, context, cache_dtype
+    )
     return Step(flops, read, gpu, batch)
 
 
-def prefill_step(cfg: ModelConfig, gpu: GPU | str, tokens: int, batch: int = 1,
-                 weight_dtype: str = "bf16", cache_dtype: str = "bf16") -> Step:
+def prefill_step(
+    cfg: ModelConfig,
+    gpu: GPU | str,
+    tokens: int,
+    batch: int = 1,
+    weight_dtype: str = "bf16",
+    cache_dtype: str = "bf16",
+) -> Step:
     """The prefill of ``batch`` prompts of ``tokens`` tokens as one step: the causal forward
     FLOPs of every token (`forward_flops_per_token`); bytes = the weights read once and the KV
     cache written once. Its ``batch`` is the b·t tokens processed."""
     gpu = GPUS[gpu] if isinstance(gpu, str) else gpu
     check_positive_int("batch", batch)
     per_token = forward_flops_per_token(cfg, tokens, "causal").total
-    flops = int(per_token * tokens) * batch                # whole: pairs·4·L·n_h·d_h over T
-    read = weights_read(cfg, batch * tokens, weight_dtype) + kv_cache_bytes(cfg, batch, tokens, cache_dtype)
+    flops = int(per_token * tokens) * batch  # whole: pairs·4·L·n_h·d_h over T
+    read = weights_read(cfg, batch * tokens, weight_dtype) + kv_cache_bytes(
+        cfg, batch, tokens, cache_dtype
+    )
     return Step(flops, read, gpu, batch * tokens)
 
 
-def compute_bound_batch(cfg: ModelConfig, gpu: GPU | str, context: int = 4096,
-                        weight_dtype: str = "bf16", cache_dtype: str = "bf16",
-                        limit: int = 1 << 20) -> int | None:
+def compute_bound_batch(
+    cfg: ModelConfig,
+    gpu: GPU | str,
+    context: int = 4096,
+    weight_dtype: str = "bf16",
+    cache_dtype: str = "bf16",
+    limit: int = 1 << 20,
+) -> int | None:
     """The smallest batch whose decode step is compute-bound, or None if there is none up to
     ``limit`` (with a long context the KV cache grows with the batch about as fast as the FLOPs,
     and the step may never turn compute-bound). Compute minus memory time is linear in the
     batch, so a bisection finds it."""
+
     def bound(b: int) -> bool:
-        return not decode_step(cfg, gpu, b, context, weight_dtype, cache_dtype).memory_bound
+        return not decode_step(
+            cfg, gpu, b, context, weight_dtype, cache_dtype
+        ).memory_bound
+
     if not bound(limit):
         return None
     lo, hi = 1, limit
@@ -149,15 +188,20 @@ def compute_bound_batch(cfg: ModelConfig, gpu: GPU | str, context: int = 4096,
     return lo
 
 
-def mfu(tokens_per_second: float, flops_per_token: float, gpus: int, peak_flops: float) -> float:
+def mfu(
+    tokens_per_second: float, flops_per_token: float, gpus: int, peak_flops: float
+) -> float:
     """Model FLOPs utilisation: achieved model FLOP/s over the peak of ``gpus`` accelerators.
 
     Raises:
         ConfigError: a rate, count or peak that is not positive.
     """
     check_positive_int("gpus", gpus)
-    for name, value in (("tokens_per_second", tokens_per_second),
-                        ("flops_per_token", flops_per_token), ("peak_flops", peak_flops)):
+    for name, value in (
+        ("tokens_per_second", tokens_per_second),
+        ("flops_per_token", flops_per_token),
+        ("peak_flops", peak_flops),
+    ):
         if not value > 0:
             raise ConfigError(f"{name} must be positive, got {value!r}")
     return tokens_per_second * flops_per_token / (gpus * peak_flops)

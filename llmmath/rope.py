@@ -31,7 +31,9 @@ from llmmath.config import ConfigError, ModelConfig
 def rope_inv_freq(head_dim: int, theta: float = 10000.0) -> torch.Tensor:
     """θ_i = theta^(−2i/head_dim) for i = 0 … head_dim/2 − 1, in radians per position (float64)."""
     if head_dim % 2:
-        raise ValueError(f"head_dim ({head_dim}) must be even: RoPE rotates pairs of dimensions")
+        raise ValueError(
+            f"head_dim ({head_dim}) must be even: RoPE rotates pairs of dimensions"
+        )
     return 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
 
 
@@ -40,8 +42,13 @@ def rope_wavelengths(head_dim: int, theta: float = 10000.0) -> torch.Tensor:
     return 2 * math.pi / rope_inv_freq(head_dim, theta)
 
 
-def rope_cos_sin(head_dim: int, seq_len: int, theta: float = 10000.0, offset: int = 0,
-                 inv_freq: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_cos_sin(
+    head_dim: int,
+    seq_len: int,
+    theta: float = 10000.0,
+    offset: int = 0,
+    inv_freq: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of the rotation angles, each of shape ``(seq_len, head_dim)``, float64
     (callers cast them to their tensors' dtype).
 
@@ -70,7 +77,9 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 def rope_freqs_cis(head_dim: int, seq_len: int, theta: float = 10000.0) -> torch.Tensor:
     """e^{i·m·θ_k} of shape ``(seq_len, head_dim/2)``, complex128 (Meta's ``precompute_freqs_cis``)."""
-    angles = torch.outer(torch.arange(seq_len, dtype=torch.float64), rope_inv_freq(head_dim, theta))
+    angles = torch.outer(
+        torch.arange(seq_len, dtype=torch.float64), rope_inv_freq(head_dim, theta)
+    )
     return torch.polar(torch.ones_like(angles), angles)
 
 
@@ -78,7 +87,9 @@ def apply_rope_interleaved(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Te
     """Rotate ``x`` of shape ``(batch, seq, heads, head_dim)`` in the interleaved layout: pair k
     is (x_{2k}, x_{2k+1}), multiplied as a complex number by ``freqs_cis`` ``(seq, head_dim/2)``
     (Meta's ``apply_rotary_emb``)."""
-    pairs = torch.view_as_complex(x.to(torch.float64).reshape(*x.shape[:-1], -1, 2).contiguous())
+    pairs = torch.view_as_complex(
+        x.to(torch.float64).reshape(*x.shape[:-1], -1, 2).contiguous()
+    )
     rotated = pairs * freqs_cis[None, :, None, :]
     return torch.view_as_real(rotated).flatten(-2).to(x.dtype)
 
@@ -98,21 +109,28 @@ def permute_for_rotate_half(weight: torch.Tensor, num_heads: int) -> torch.Tenso
     ``convert_llama_weights_to_hf.py``, ``permute``)."""
     out_features, hidden = weight.shape
     if out_features % num_heads or (out_features // num_heads) % 2:
-        raise ValueError(f"weight rows ({out_features}) must split into {num_heads} heads of an "
-                         f"even head_dim")
+        raise ValueError(
+            f"weight rows ({out_features}) must split into {num_heads} heads of an "
+            f"even head_dim"
+        )
     head_dim = out_features // num_heads
-    return (weight.view(num_heads, head_dim // 2, 2, hidden).transpose(1, 2)
-            .reshape(out_features, hidden))
+    return (
+        weight.view(num_heads, head_dim // 2, 2, hidden)
+        .transpose(1, 2)
+        .reshape(out_features, hidden)
+    )
 
 
-def position_interpolation_inv_freq(inv_freq: torch.Tensor, factor: float) -> torch.Tensor:
+def position_interpolation_inv_freq(
+    inv_freq: torch.Tensor, factor: float
+) -> torch.Tensor:
     """Position interpolation (Chen et al. 2023): positions divided by ``factor``, i.e. every
     frequency divided by it (Hugging Face's ``rope_type="linear"``)."""
     return inv_freq / factor
 
 
 def ntk_scaled_theta(theta: float, factor: float, head_dim: int) -> float:
-    """"NTK-aware" base scaling (bloc97, 2023): base · factor^(d/(d−2)), so the lowest frequency
+    """ "NTK-aware" base scaling (bloc97, 2023): base · factor^(d/(d−2)), so the lowest frequency
     is divided by ``factor``, the highest (θ₀ = 1) is unchanged and the fast pairs barely move.
 
     Raises:
@@ -125,9 +143,13 @@ def ntk_scaled_theta(theta: float, factor: float, head_dim: int) -> float:
     return theta * factor ** (head_dim / (head_dim - 2))
 
 
-def llama3_inv_freq(inv_freq: torch.Tensor, factor: float = 8.0, low_freq_factor: float = 1.0,
-                    high_freq_factor: float = 4.0,
-                    original_max_position_embeddings: int = 8192) -> torch.Tensor:
+def llama3_inv_freq(
+    inv_freq: torch.Tensor,
+    factor: float = 8.0,
+    low_freq_factor: float = 1.0,
+    high_freq_factor: float = 4.0,
+    original_max_position_embeddings: int = 8192,
+) -> torch.Tensor:
     """Llama 3.1's ``rope_scaling`` (``rope_type="llama3"``): wavelengths shorter than
     original/high_freq_factor keep their frequency, those longer than original/low_freq_factor
     are divided by ``factor``, and those between are interpolated smoothly (Hugging Face's
@@ -136,8 +158,9 @@ def llama3_inv_freq(inv_freq: torch.Tensor, factor: float = 8.0, low_freq_factor
     high_wavelen = original_max_position_embeddings / high_freq_factor
     wavelen = 2 * math.pi / inv_freq
     scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
-    smooth = ((original_max_position_embeddings / wavelen - low_freq_factor)
-              / (high_freq_factor - low_freq_factor))
+    smooth = (original_max_position_embeddings / wavelen - low_freq_factor) / (
+        high_freq_factor - low_freq_factor
+    )
     smoothed = (1 - smooth) * scaled / factor + smooth * scaled
     medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
     return torch.where(medium, smoothed, scaled)
@@ -157,7 +180,14 @@ def scaled_inv_freq(cfg: ModelConfig) -> torch.Tensor:
     if scaling.rope_type == "linear":
         return position_interpolation_inv_freq(inv_freq, scaling.factor)
     if scaling.rope_type == "llama3":
-        return llama3_inv_freq(inv_freq, scaling.factor, scaling.low_freq_factor,
-                               scaling.high_freq_factor, scaling.original_max_position_embeddings)
-    raise ConfigError(f"rope_scaling type {scaling.rope_type!r} is not modelled by llmmath's "
-                      f"reference attention (it applies linear and llama3); counts are unaffected")
+        return llama3_inv_freq(
+            inv_freq,
+            scaling.factor,
+            scaling.low_freq_factor,
+            scaling.high_freq_factor,
+            scaling.original_max_position_embeddings,
+        )
+    raise ConfigError(
+        f"rope_scaling type {scaling.rope_type!r} is not modelled by llmmath's "
+        f"reference attention (it applies linear and llama3); counts are unaffected"
+    )

@@ -11,11 +11,16 @@ from llmmath.config import ConfigError
 
 #: Bits per element of each number format (aliases map to the same size).
 DTYPE_BITS = {
-    "fp64": 64, "float64": 64,
-    "fp32": 32, "float32": 32,
-    "bf16": 16, "bfloat16": 16,
-    "fp16": 16, "float16": 16,
-    "fp8": 8, "float8": 8,
+    "fp64": 64,
+    "float64": 64,
+    "fp32": 32,
+    "float32": 32,
+    "bf16": 16,
+    "bfloat16": 16,
+    "fp16": 16,
+    "float16": 16,
+    "fp8": 8,
+    "float8": 8,
     "int8": 8,
     "int4": 4,
 }
@@ -31,7 +36,9 @@ def dtype_bits(dtype: str) -> int:
     """
     key = str(dtype).lower().removeprefix("torch.")
     if key not in DTYPE_BITS:
-        raise ConfigError(f"dtype {dtype!r} is not known; use one of {', '.join(DTYPE_BITS)}")
+        raise ConfigError(
+            f"dtype {dtype!r} is not known; use one of {', '.join(DTYPE_BITS)}"
+        )
     return DTYPE_BITS[key]
 
 

@@ -12,18 +12,25 @@ from hypothesis import HealthCheck, settings
 
 from llmmath import presets
 
-settings.register_profile("book", derandomize=True, deadline=None, max_examples=60,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "book",
+    derandomize=True,
+    deadline=None,
+    max_examples=60,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.load_profile("book")
 
 
 @pytest.fixture
 def write_config(tmp_path):
     """Write a dict as a config.json in a temporary directory and return its path."""
+
     def write(raw: dict, name: str = "config.json"):
         path = tmp_path / name
         path.write_text(json.dumps(raw), encoding="utf-8")
         return path
+
     return write
 
 
@@ -34,8 +41,8 @@ def hf_config(name: str) -> dict:
 
 class BookBuild(NamedTuple):
     returncode: int
-    log: str        # the tail of jupyter-book's stdout and stderr
-    html: Path      # the built site (_build/html)
+    log: str  # the tail of jupyter-book's stdout and stderr
+    html: Path  # the built site (_build/html)
 
 
 @pytest.fixture(scope="session")
@@ -44,11 +51,26 @@ def book_build(tmp_path_factory) -> BookBuild:
     out = tmp_path_factory.mktemp("book")
     root = Path(__file__).resolve().parents[1]
     jb = Path(sys.executable).with_name("jupyter-book")
-    result = subprocess.run([str(jb), "build", str(root), "--path-output", str(out),
-                             "-W", "-n", "--keep-going"], capture_output=True, text=True,
-                            timeout=900)
-    return BookBuild(result.returncode, result.stdout[-4000:] + result.stderr[-4000:],
-                     out / "_build" / "html")
+    result = subprocess.run(
+        [
+            str(jb),
+            "build",
+            str(root),
+            "--path-output",
+            str(out),
+            "-W",
+            "-n",
+            "--keep-going",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    return BookBuild(
+        result.returncode,
+        result.stdout[-4000:] + result.stderr[-4000:],
+        out / "_build" / "html",
+    )
 
 
 @pytest.fixture(scope="session")

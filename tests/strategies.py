@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 def rope_config(draw, model_type: str) -> dict:
     n_h = draw(st.integers(1, 8))
     n_kv = draw(st.sampled_from([d for d in range(1, n_h + 1) if n_h % d == 0]))
-    d_h = draw(st.integers(1, 8)) * 2                       # RoPE rotates pairs: even head_dim
-    explicit_head_dim = draw(st.booleans())                 # head_dim need not be H / n_h
+    d_h = draw(st.integers(1, 8)) * 2  # RoPE rotates pairs: even head_dim
+    explicit_head_dim = draw(st.booleans())  # head_dim need not be H / n_h
     hidden = draw(st.integers(1, 24)) if explicit_head_dim else n_h * d_h
     raw = {
         "model_type": model_type,
@@ -52,28 +52,45 @@ def gpt2_config(draw) -> dict:
 def mixtral_config(draw) -> dict:
     raw = draw(rope_config("mistral"))
     experts = draw(st.integers(1, 5))
-    return {**raw, "model_type": "mixtral", "num_local_experts": experts,
-            "num_experts_per_tok": draw(st.integers(1, experts))}
+    return {
+        **raw,
+        "model_type": "mixtral",
+        "num_local_experts": experts,
+        "num_experts_per_tok": draw(st.integers(1, experts)),
+    }
 
 
 @st.composite
 def minimind_config(draw) -> dict:
     n_h = draw(st.integers(1, 6))
-    raw = {"model_type": "minimind", "vocab_size": draw(st.integers(1, 97)),
-           "hidden_size": n_h * 2 * draw(st.integers(1, 6)), "num_hidden_layers": draw(st.integers(1, 3)),
-           "num_attention_heads": n_h,
-           "num_key_value_heads": draw(st.sampled_from([d for d in range(1, n_h + 1) if n_h % d == 0]))}
+    raw = {
+        "model_type": "minimind",
+        "vocab_size": draw(st.integers(1, 97)),
+        "hidden_size": n_h * 2 * draw(st.integers(1, 6)),
+        "num_hidden_layers": draw(st.integers(1, 3)),
+        "num_attention_heads": n_h,
+        "num_key_value_heads": draw(
+            st.sampled_from([d for d in range(1, n_h + 1) if n_h % d == 0])
+        ),
+    }
     if draw(st.booleans()):
         raw["intermediate_size"] = draw(st.integers(1, 48))
     if draw(st.booleans()):
         experts = draw(st.integers(1, 4))
-        raw.update(use_moe=True, n_routed_experts=experts,
-                   num_experts_per_tok=draw(st.integers(1, experts)),
-                   n_shared_experts=draw(st.integers(0, 2)))
+        raw.update(
+            use_moe=True,
+            n_routed_experts=experts,
+            num_experts_per_tok=draw(st.integers(1, experts)),
+            n_shared_experts=draw(st.integers(0, 2)),
+        )
     return raw
 
 
 def any_config():
     """A random valid config.json dict of any supported model type."""
-    return st.one_of(*(rope_config(t) for t in ("llama", "mistral", "qwen2", "qwen3")),
-                     gpt2_config(), mixtral_config(), minimind_config())
+    return st.one_of(
+        *(rope_config(t) for t in ("llama", "mistral", "qwen2", "qwen3")),
+        gpt2_config(),
+        mixtral_config(),
+        minimind_config(),
+    )

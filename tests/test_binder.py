@@ -10,9 +10,9 @@ whose Dockerfile runs ``pip install --no-cache-dir -r "binder/requirements.txt"`
 
 import os
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,23 +20,36 @@ BINDER = ROOT / "binder"
 
 
 def _lines(path):
-    return [l.split("#", 1)[0].strip() for l in path.read_text().splitlines() if l.split("#", 1)[0].strip()]
+    return [
+        l.split("#", 1)[0].strip()
+        for l in path.read_text().splitlines()
+        if l.split("#", 1)[0].strip()
+    ]
 
 
 def test_binder_python_is_the_books():
     (runtime,) = _lines(BINDER / "runtime.txt")
     version = runtime.removeprefix("python-")
-    assert f"python{version}" in (ROOT / "Makefile").read_text()      # the Python `make` uses
-    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert (
+        f"python{version}" in (ROOT / "Makefile").read_text()
+    )  # the Python `make` uses
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "requires-python"
+    ]
     assert version in SpecifierSet(spec)
 
 
 def test_binder_requirements_chain_to_the_pinned_ones_with_cpu_torch():
     lines = _lines(BINDER / "requirements.txt")
-    assert lines == ["--extra-index-url https://download.pytorch.org/whl/cpu", "-r ../requirements.txt"]
+    assert lines == [
+        "--extra-index-url https://download.pytorch.org/whl/cpu",
+        "-r ../requirements.txt",
+    ]
     pinned = _lines((BINDER / lines[1].split()[1]).resolve())
     assert "torch==2.13.0" in pinned
-    assert all(re.fullmatch(r"[A-Za-z0-9_.\-\[\],]+==[^=\s]+", l) for l in pinned), "all pinned"
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\-\[\],]+==[^=\s]+", l) for l in pinned), (
+        "all pinned"
+    )
 
 
 def test_binder_postbuild_installs_the_package():
@@ -44,4 +57,7 @@ def test_binder_postbuild_installs_the_package():
     assert os.access(post, os.X_OK)
     commands = [l for l in _lines(post) if not l.startswith("set ")]
     assert commands == ["python -m pip install --no-cache-dir --no-deps ."]
-    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"] == "llmmath"
+    assert (
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+        == "llmmath"
+    )

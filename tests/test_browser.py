@@ -25,11 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SHOTS = ROOT / "_build" / "browser"
-WAIT_S = 60      # per page, for MathJax, the widgets, fonts and images
+WAIT_S = 60  # per page, for MathJax, the widgets, fonts and images
 
 
 def toc_pages() -> list[str]:
     """The HTML page of every file in _toc.yml, plus the pages Sphinx adds."""
+
     def files(node):
         if isinstance(node, dict):
             if "file" in node:
@@ -39,26 +40,33 @@ def toc_pages() -> list[str]:
         elif isinstance(node, list):
             for item in node:
                 yield from files(item)
+
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     return [f"{page}.html" for page in [toc["root"], *files(toc)]] + [
-        "index.html", "genindex.html", "search.html"]
+        "index.html",
+        "genindex.html",
+        "search.html",
+    ]
 
 
 PAGES = toc_pages()
 MISSING = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-MISSING_MESSAGE = (f"{' and '.join(MISSING)} not found: install Debian's chromium and "
-                   "chromium-driver (`make test` does, through `make browser`)")
+MISSING_MESSAGE = (
+    f"{' and '.join(MISSING)} not found: install Debian's chromium and "
+    "chromium-driver (`make test` does, through `make browser`)"
+)
 if MISSING and not os.environ.get("CI"):
     pytest.skip(MISSING_MESSAGE, allow_module_level=True)
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
     """Serves the site and records every response with status >= 400."""
+
     failures: list
 
     def do_GET(self):
-        if self.path == "/favicon.ico":          # Chromium asks any server for one by itself;
-            self.send_response(204)               # the book has none
+        if self.path == "/favicon.ico":  # Chromium asks any server for one by itself;
+            self.send_response(204)  # the book has none
             self.end_headers()
             return
         super().do_GET()
@@ -75,8 +83,9 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 def server(site):
     """The site on http://127.0.0.1:<free port>, from a thread."""
     handler = type("Handler", (_Handler,), {"failures": []})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                            functools.partial(handler, directory=str(site)))
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(site))
+    )
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     httpd.base = f"http://127.0.0.1:{httpd.server_port}"
@@ -88,23 +97,37 @@ def server(site):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    if MISSING:                                     # under CI; elsewhere the module skips
+    if MISSING:  # under CI; elsewhere the module skips
         pytest.fail(MISSING_MESSAGE)
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for arg in ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-quic", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--disable-extensions",
-                "--window-size=1280,1000", "--hide-scrollbars",
-                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-                # every host name but localhost resolves to nothing: the site must work offline
-                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1"]:
+    for arg in [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+        "--window-size=1280,1000",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+        # every host name but localhost resolves to nothing: the site must work offline
+        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
+    ]:
         options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    options.set_capability(
+        "goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"}
+    )
     # An explicit driver path: Selenium Manager never runs, so nothing is downloaded.
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver = webdriver.Chrome(
+        service=Service(executable_path=str(CHROMEDRIVER)), options=options
+    )
     driver.set_script_timeout(WAIT_S + 10)
-    driver.get("about:blank")                      # leave Chromium's own start page
+    driver.get("about:blank")  # leave Chromium's own start page
     yield driver
     driver.quit()
 
@@ -180,54 +203,95 @@ def network_problems(performance_log: list, base: str) -> list[str]:
                 problems.append(f"request to another host: {url}")
         elif not urls.get(params.get("requestId"), "").startswith(NETWORK_SCHEMES):
             continue
-        elif method == "Network.responseReceived" and params["response"]["status"] >= 400:
-            problems.append(f"HTTP {params['response']['status']}: {params['response']['url']}")
+        elif (
+            method == "Network.responseReceived" and params["response"]["status"] >= 400
+        ):
+            problems.append(
+                f"HTTP {params['response']['status']}: {params['response']['url']}"
+            )
         elif method == "Network.loadingFailed" and not params.get("canceled"):
-            problems.append(f"failed load ({params.get('errorText')}): {urls[params['requestId']]}")
+            problems.append(
+                f"failed load ({params.get('errorText')}): {urls[params['requestId']]}"
+            )
     return problems
 
 
 def full_page_screenshot(driver, path: Path) -> None:
     size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
-    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
-        "format": "png", "captureBeyondViewport": True, "optimizeForSpeed": True,
-        "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}})
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot",
+        {
+            "format": "png",
+            "captureBeyondViewport": True,
+            "optimizeForSpeed": True,
+            "clip": {
+                "x": 0,
+                "y": 0,
+                "width": size["width"],
+                "height": size["height"],
+                "scale": 1,
+            },
+        },
+    )
     path.write_bytes(base64.b64decode(shot["data"]))
 
 
 def test_every_built_page_is_checked(site):
-    built = {p.relative_to(site).as_posix() for p in site.rglob("*.html")
-             if "_static" not in p.relative_to(site).parts}
+    built = {
+        p.relative_to(site).as_posix()
+        for p in site.rglob("*.html")
+        if "_static" not in p.relative_to(site).parts
+    }
     assert built == set(PAGES)
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_page_renders_offline(page, site, server, browser, shots):
-    browser.get_log("browser"), browser.get_log("performance")     # drop the last page's entries
+    (
+        browser.get_log("browser"),
+        browser.get_log("performance"),
+    )  # drop the last page's entries
     server.failures.clear()
     browser.get(f"{server.base}/{page}")
     report = browser.execute_async_script(INSPECT, WAIT_S)
     shot = shots / (page.replace("/", "__").removesuffix(".html") + ".png")
     full_page_screenshot(browser, shot)
-    console = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-    network = network_problems(browser.get_log("performance"), server.base) + server.failures
+    console = [
+        e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"
+    ]
+    network = (
+        network_problems(browser.get_log("performance"), server.base) + server.failures
+    )
 
     where = f"{page} (screenshot: {shot.relative_to(ROOT)})"
-    assert not network, (f"{where}: requests failed or left the site (vendor the file into "
-                         f"_vendor/, see _vendor/README.md): {network}")
+    assert not network, (
+        f"{where}: requests failed or left the site (vendor the file into "
+        f"_vendor/, see _vendor/README.md): {network}"
+    )
     assert "scriptError" not in report, f"{where}: {report}"
-    assert not report["timedOut"], f"{where}: still not rendered after {WAIT_S} s: {report}"
+    assert not report["timedOut"], (
+        f"{where}: still not rendered after {WAIT_S} s: {report}"
+    )
     assert not console, f"{where}: console errors: {console}"
-    assert not report["errorOutputs"], f"{where}: error or stderr outputs: {report['errorOutputs']}"
+    assert not report["errorOutputs"], (
+        f"{where}: error or stderr outputs: {report['errorOutputs']}"
+    )
     if report["mathElements"]:
-        assert report["mjxContainers"] >= report["mathElements"], f"{where}: math not typeset"
+        assert report["mjxContainers"] >= report["mathElements"], (
+            f"{where}: math not typeset"
+        )
     assert not report["untypeset"], f"{where}: math left as TeX: {report['untypeset']}"
     assert not report["mathErrors"], f"{where}: MathJax errors: {report['mathErrors']}"
-    assert not report["rawDelimiters"], (f"{where}: raw math delimiters in the text: "
-                                         f"{report['rawDelimiters']}")
-    assert not report["brokenImages"], f"{where}: images not loaded: {report['brokenImages']}"
+    assert not report["rawDelimiters"], (
+        f"{where}: raw math delimiters in the text: {report['rawDelimiters']}"
+    )
+    assert not report["brokenImages"], (
+        f"{where}: images not loaded: {report['brokenImages']}"
+    )
     if report["widgetState"]:
         assert report["widgetViews"] and not report["undrawnWidgets"], (
-            f"{where}: widgets not drawn: {report['undrawnWidgets']}")
+            f"{where}: widgets not drawn: {report['undrawnWidgets']}"
+        )
         assert report["widgetControls"] and not report["widgetErrors"], (
-            f"{where}: widgets drew errors or nothing: {report}")
+            f"{where}: widgets drew errors or nothing: {report}"
+        )

@@ -18,16 +18,27 @@ from sphinxcontrib.bibtex.citation_target import parse_citation_targets
 
 ROOT = Path(__file__).resolve().parents[1]
 BIB = ROOT / "book" / "references.bib"
-NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted((ROOT / "book").glob("*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted(
+    (ROOT / "book").glob("*.ipynb")
+)
 PAGES = sorted((ROOT / "book").glob("*.md"))
 
 # The notebooks that discuss papers: each must cite at least one entry.
 DISCUSSING_PAPERS = [
-    "chapters/01_parameters.ipynb", "chapters/02_embeddings.ipynb", "chapters/03_attention.ipynb",
-    "chapters/04_ffn.ipynb", "chapters/05_norms.ipynb", "chapters/06_rope.ipynb",
-    "chapters/07_kv_cache.ipynb", "chapters/08_flops.ipynb", "chapters/09_memory.ipynb",
-    "chapters/10_llama.ipynb", "chapters/11_minimind.ipynb", "chapters/12_moe.ipynb",
-    "chapters/13_zoo.ipynb", "book/errata.ipynb",
+    "chapters/01_parameters.ipynb",
+    "chapters/02_embeddings.ipynb",
+    "chapters/03_attention.ipynb",
+    "chapters/04_ffn.ipynb",
+    "chapters/05_norms.ipynb",
+    "chapters/06_rope.ipynb",
+    "chapters/07_kv_cache.ipynb",
+    "chapters/08_flops.ipynb",
+    "chapters/09_memory.ipynb",
+    "chapters/10_llama.ipynb",
+    "chapters/11_minimind.ipynb",
+    "chapters/12_moe.ipynb",
+    "chapters/13_zoo.ipynb",
+    "book/errata.ipynb",
 ]
 
 # {cite}, {cite:p}, {cite:t}, {cite:ps}, {footcite:t}, ... and the role's content.
@@ -45,8 +56,11 @@ def prose(path: Path) -> str:
 
 
 def cited_keys(text: str) -> list[str]:
-    return [target.key for role in ROLE.finditer(text)
-            for target in parse_citation_targets(role.group(1))]
+    return [
+        target.key
+        for role in ROLE.finditer(text)
+        for target in parse_citation_targets(role.group(1))
+    ]
 
 
 def bib_keys() -> set[str]:
@@ -65,7 +79,9 @@ def test_sources_found():
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_every_cited_key_is_in_the_bibliography(name):
     unknown = sorted(set(cited_keys(SOURCES[name])) - bib_keys())
-    assert not unknown, f"{name} cites keys that book/references.bib does not have: {unknown}"
+    assert not unknown, (
+        f"{name} cites keys that book/references.bib does not have: {unknown}"
+    )
 
 
 def test_every_entry_is_cited():
@@ -80,7 +96,9 @@ def test_chapter_cites_its_papers(name):
 
 
 # The notebooks only: book/notation.md's table keeps "Kaplan et al. 2020" as a column heading.
-@pytest.mark.parametrize("name", [name for name in sorted(SOURCES) if name.endswith(".ipynb")])
+@pytest.mark.parametrize(
+    "name", [name for name in sorted(SOURCES) if name.endswith(".ipynb")]
+)
 def test_no_citation_typed_as_plain_text(name):
     text = ROLE.sub("", SOURCES[name])
     assert not PLAIN.findall(text), f"{name}: cite these with {{cite:t}} or {{cite:p}}"
@@ -88,7 +106,13 @@ def test_no_citation_typed_as_plain_text(name):
 
 def test_the_checks_see_a_misspelt_key():
     text = "As {cite:t}`vaswani2017attention{Sec. 3}` and {cite:p}`shazeer2019fast,ainslie2023gqaa` show."
-    assert cited_keys(text) == ["vaswani2017attention", "shazeer2019fast", "ainslie2023gqaa"]
+    assert cited_keys(text) == [
+        "vaswani2017attention",
+        "shazeer2019fast",
+        "ainslie2023gqaa",
+    ]
     assert set(cited_keys(text)) - bib_keys() == {"ainslie2023gqaa"}
     assert PLAIN.findall("as Ainslie et al. (2023) and Zhang & Sennrich 2019 show") == [
-        "Ainslie et al. (2023", "Zhang & Sennrich 2019"]
+        "Ainslie et al. (2023",
+        "Zhang & Sennrich 2019",
+    ]

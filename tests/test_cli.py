@@ -11,8 +11,12 @@ from tests.conftest import hf_config
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "llmmath", *args], capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "llmmath", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_table_lists_every_tensor_and_total():
@@ -25,7 +29,11 @@ def test_table_lists_every_tensor_and_total():
 
 def test_json_components_add_up():
     data = json.loads(run("params", "gpt2", "--json").stdout)
-    assert sum(data["components"].values()) == data["total"] == sum(data["groups"].values())
+    assert (
+        sum(data["components"].values())
+        == data["total"]
+        == sum(data["groups"].values())
+    )
     assert data["components"]["embed_positions.weight"] == 1024 * 768
 
 
@@ -33,24 +41,46 @@ def bad_inputs(tmp_path):
     def write(name, text):
         (tmp_path / name).write_text(text, encoding="utf-8")
         return str(tmp_path / name)
+
     llama = hf_config("llama-2-7b")
     return {
         "missing file": [str(tmp_path / "absent.json")],
         "invalid JSON": [write("bad.json", "{oops")],
         "unknown preset": ["llama-9b"],
-        "unsupported model type": [write("bert.json", json.dumps({**llama, "model_type": "bert"}))],
-        "missing field": [write("nohidden.json", json.dumps(
-            {k: v for k, v in llama.items() if k != "hidden_size"}))],
-        "ill-typed field": [write("str.json", json.dumps({**llama, "hidden_size": "4096"}))],
-        "inconsistent sizes": [write("kv.json", json.dumps({**llama, "num_key_value_heads": 5}))],
+        "unsupported model type": [
+            write("bert.json", json.dumps({**llama, "model_type": "bert"}))
+        ],
+        "missing field": [
+            write(
+                "nohidden.json",
+                json.dumps({k: v for k, v in llama.items() if k != "hidden_size"}),
+            )
+        ],
+        "ill-typed field": [
+            write("str.json", json.dumps({**llama, "hidden_size": "4096"}))
+        ],
+        "inconsistent sizes": [
+            write("kv.json", json.dumps({**llama, "num_key_value_heads": 5}))
+        ],
         "no model": [],
         "unknown option": ["llama-2-7b", "--yaml"],
     }
 
 
-@pytest.mark.parametrize("case", ["missing file", "invalid JSON", "unknown preset",
-                                  "unsupported model type", "missing field", "ill-typed field",
-                                  "inconsistent sizes", "no model", "unknown option"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing file",
+        "invalid JSON",
+        "unknown preset",
+        "unsupported model type",
+        "missing field",
+        "ill-typed field",
+        "inconsistent sizes",
+        "no model",
+        "unknown option",
+    ],
+)
 def test_bad_input_exits_2_with_one_line(case, tmp_path):
     out = run("params", *bad_inputs(tmp_path)[case])
     assert out.returncode == 2
@@ -61,17 +91,29 @@ def test_bad_input_exits_2_with_one_line(case, tmp_path):
 
 def test_error_messages_name_the_rule(tmp_path):
     cases = bad_inputs(tmp_path)
-    assert "num_attention_heads (32) must be divisible by num_key_value_heads (5)" in run(
-        "params", *cases["inconsistent sizes"]).stderr
-    assert "llama, mistral, qwen2, qwen3, gpt2, mixtral, minimind" in run("params", *cases["unsupported model type"]).stderr
-    assert "hidden_size must be a positive integer" in run("params", *cases["ill-typed field"]).stderr
+    assert (
+        "num_attention_heads (32) must be divisible by num_key_value_heads (5)"
+        in run("params", *cases["inconsistent sizes"]).stderr
+    )
+    assert (
+        "llama, mistral, qwen2, qwen3, gpt2, mixtral, minimind"
+        in run("params", *cases["unsupported model type"]).stderr
+    )
+    assert (
+        "hidden_size must be a positive integer"
+        in run("params", *cases["ill-typed field"]).stderr
+    )
 
 
 def test_params_path_imports_neither_torch_nor_sympy():
-    code = ("import sys, io, contextlib\nfrom llmmath.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n    main(['params', 'gpt2', '--json'])\n"
-            "print(sorted(m for m in ('torch', 'sympy', 'matplotlib', 'ipywidgets') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    code = (
+        "import sys, io, contextlib\nfrom llmmath.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    main(['params', 'gpt2', '--json'])\n"
+        "print(sorted(m for m in ('torch', 'sympy', 'matplotlib', 'ipywidgets') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "[]"
 
 

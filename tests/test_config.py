@@ -5,26 +5,42 @@ import pytest
 from llmmath import ConfigError, ModelConfig, count_params
 from tests.conftest import hf_config
 
-BASE = dict(vocab_size=100, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-            num_attention_heads=8)
+BASE = dict(
+    vocab_size=100,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=8,
+)
 
 
-@pytest.mark.parametrize("field, value, rule", [
-    ("hidden_size", 0, "hidden_size must be a positive integer"),
-    ("vocab_size", -3, "vocab_size must be a positive integer"),
-    ("num_hidden_layers", 2.0, "num_hidden_layers must be a positive integer"),
-    ("intermediate_size", "128", "intermediate_size must be a positive integer"),
-    ("num_attention_heads", True, "num_attention_heads must be a positive integer"),
-    ("num_key_value_heads", 3, "num_attention_heads (8) must be divisible by num_key_value_heads (3)"),
-    ("num_key_value_heads", 16, "num_key_value_heads (16) must not exceed num_attention_heads (8)"),
-    ("head_dim", 0, "head_dim must be a positive integer"),
-    ("tie_word_embeddings", 1, "tie_word_embeddings must be true or false"),
-    ("norm_type", "batchnorm", "norm_type must be one of rmsnorm, layernorm"),
-    ("mlp_type", "moe", "mlp_type must be one of gated, plain"),
-    ("hidden_act", "swish2", "hidden_act must be one of"),
-    ("sliding_window", 0, "sliding_window must be a positive integer"),
-    ("rope_theta", -1.0, "rope_theta must be a positive number"),
-])
+@pytest.mark.parametrize(
+    "field, value, rule",
+    [
+        ("hidden_size", 0, "hidden_size must be a positive integer"),
+        ("vocab_size", -3, "vocab_size must be a positive integer"),
+        ("num_hidden_layers", 2.0, "num_hidden_layers must be a positive integer"),
+        ("intermediate_size", "128", "intermediate_size must be a positive integer"),
+        ("num_attention_heads", True, "num_attention_heads must be a positive integer"),
+        (
+            "num_key_value_heads",
+            3,
+            "num_attention_heads (8) must be divisible by num_key_value_heads (3)",
+        ),
+        (
+            "num_key_value_heads",
+            16,
+            "num_key_value_heads (16) must not exceed num_attention_heads (8)",
+        ),
+        ("head_dim", 0, "head_dim must be a positive integer"),
+        ("tie_word_embeddings", 1, "tie_word_embeddings must be true or false"),
+        ("norm_type", "batchnorm", "norm_type must be one of rmsnorm, layernorm"),
+        ("mlp_type", "moe", "mlp_type must be one of gated, plain"),
+        ("hidden_act", "swish2", "hidden_act must be one of"),
+        ("sliding_window", 0, "sliding_window must be a positive integer"),
+        ("rope_theta", -1.0, "rope_theta must be a positive number"),
+    ],
+)
 def test_bad_value_names_field_and_rule(field, value, rule):
     with pytest.raises(ConfigError) as err:
         ModelConfig(**{**BASE, field: value})
@@ -32,8 +48,11 @@ def test_bad_value_names_field_and_rule(field, value, rule):
 
 
 def test_hidden_size_must_divide_when_head_dim_absent():
-    with pytest.raises(ConfigError, match=r"hidden_size \(60\) must be divisible by "
-                                          r"num_attention_heads \(8\) when head_dim is not given"):
+    with pytest.raises(
+        ConfigError,
+        match=r"hidden_size \(60\) must be divisible by "
+        r"num_attention_heads \(8\) when head_dim is not given",
+    ):
         ModelConfig(**{**BASE, "hidden_size": 60})
     assert ModelConfig(**{**BASE, "hidden_size": 60, "head_dim": 16}).head_dim == 16
 
@@ -67,33 +86,65 @@ def test_explicit_head_dim_is_honoured():
     raw = {**hf_config("llama-3-8b"), "head_dim": 64}
     cfg = ModelConfig.from_hf_config(raw)
     assert cfg.head_dim == 64 != cfg.hidden_size // cfg.num_attention_heads
-    q = next(t for t in count_params(cfg).tensors if t.name == "self_attn.q_proj.weight")
+    q = next(
+        t for t in count_params(cfg).tensors if t.name == "self_attn.q_proj.weight"
+    )
     assert q.shape == (32 * 64, 4096)
 
 
 def test_qwen3_head_dim_defaults_to_128_not_h_over_nh():
     raw = {k: v for k, v in hf_config("qwen3-0.6b").items() if k != "head_dim"}
-    raw["hidden_size"] = 2048                       # 2048 / 16 = 128 would hide the default
+    raw["hidden_size"] = 2048  # 2048 / 16 = 128 would hide the default
     raw["num_attention_heads"] = 32
     assert ModelConfig.from_hf_config(raw).head_dim == 128
 
 
-@pytest.mark.parametrize("model_type, tied", [
-    ("llama", False), ("mistral", False), ("qwen2", False), ("qwen3", False), ("gpt2", True)])
+@pytest.mark.parametrize(
+    "model_type, tied",
+    [
+        ("llama", False),
+        ("mistral", False),
+        ("qwen2", False),
+        ("qwen3", False),
+        ("gpt2", True),
+    ],
+)
 def test_tie_word_embeddings_default_per_model_type(model_type, tied):
-    raw = ({"model_type": "gpt2", "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 2,
-            "n_positions": 4} if model_type == "gpt2" else
-           {"model_type": model_type, "vocab_size": 10, "hidden_size": 8, "intermediate_size": 4,
-            "num_hidden_layers": 1, "num_attention_heads": 2})
+    raw = (
+        {
+            "model_type": "gpt2",
+            "vocab_size": 10,
+            "n_embd": 8,
+            "n_layer": 1,
+            "n_head": 2,
+            "n_positions": 4,
+        }
+        if model_type == "gpt2"
+        else {
+            "model_type": model_type,
+            "vocab_size": 10,
+            "hidden_size": 8,
+            "intermediate_size": 4,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+        }
+    )
     assert ModelConfig.from_hf_config(raw).tie_word_embeddings is tied
 
 
 def test_biases_per_model_type():
-    llama = ModelConfig.from_hf_config({**hf_config("llama-2-7b"), "attention_bias": True,
-                                        "mlp_bias": True})
+    llama = ModelConfig.from_hf_config(
+        {**hf_config("llama-2-7b"), "attention_bias": True, "mlp_bias": True}
+    )
     assert (llama.qkv_bias, llama.o_proj_bias, llama.mlp_bias) == (True, True, True)
-    mistral = ModelConfig.from_hf_config({**hf_config("mistral-7b-v0.1"), "attention_bias": True})
-    assert (mistral.qkv_bias, mistral.o_proj_bias, mistral.mlp_bias) == (False, False, False)
+    mistral = ModelConfig.from_hf_config(
+        {**hf_config("mistral-7b-v0.1"), "attention_bias": True}
+    )
+    assert (mistral.qkv_bias, mistral.o_proj_bias, mistral.mlp_bias) == (
+        False,
+        False,
+        False,
+    )
     qwen2 = ModelConfig.from_hf_config(hf_config("qwen2.5-3b"))
     assert (qwen2.qkv_bias, qwen2.o_proj_bias, qwen2.mlp_bias) == (True, False, False)
     qwen3 = ModelConfig.from_hf_config(hf_config("qwen3-0.6b"))
@@ -102,16 +153,30 @@ def test_biases_per_model_type():
 
 def test_gpt2_field_names_and_architecture():
     cfg = ModelConfig.from_hf_config(hf_config("gpt2"))
-    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads) == (768, 12, 12)
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads) == (
+        768,
+        12,
+        12,
+    )
     assert cfg.intermediate_size == 4 * 768 and cfg.max_position_embeddings == 1024
     assert (cfg.norm_type, cfg.mlp_type, cfg.position_embedding_type) == (
-        "layernorm", "plain", "learned")
+        "layernorm",
+        "plain",
+        "learned",
+    )
     assert cfg.qkv_bias and cfg.o_proj_bias and cfg.mlp_bias and cfg.tie_word_embeddings
-    assert ModelConfig.from_hf_config({**hf_config("gpt2"), "n_inner": 1000}).intermediate_size == 1000
+    assert (
+        ModelConfig.from_hf_config(
+            {**hf_config("gpt2"), "n_inner": 1000}
+        ).intermediate_size
+        == 1000
+    )
 
 
 def test_sliding_window():
-    assert ModelConfig.from_hf_config(hf_config("mistral-7b-v0.1")).sliding_window == 4096
+    assert (
+        ModelConfig.from_hf_config(hf_config("mistral-7b-v0.1")).sliding_window == 4096
+    )
     # Qwen2.5 ships sliding_window but use_sliding_window false: no window applies.
     assert ModelConfig.from_hf_config(hf_config("qwen2.5-3b")).sliding_window is None
 
@@ -128,8 +193,16 @@ def test_unsupported_model_type_is_refused_by_name(model_type):
     assert "llama, mistral, qwen2, qwen3, gpt2, mixtral, minimind" in message
 
 
-@pytest.mark.parametrize("field", ["vocab_size", "hidden_size", "intermediate_size",
-                                   "num_hidden_layers", "num_attention_heads"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+    ],
+)
 def test_missing_required_field(field):
     raw = hf_config("llama-3-8b")
     del raw[field]
@@ -159,20 +232,32 @@ def test_file_errors(tmp_path, write_config):
 def test_rope_theta_top_level_or_nested():
     assert ModelConfig.from_hf_config(hf_config("llama-3-8b")).rope_theta == 500000.0
     raw = {k: v for k, v in hf_config("llama-3-8b").items() if k != "rope_theta"}
-    assert ModelConfig.from_hf_config(raw).rope_theta == 10000.0          # LlamaConfig default
+    assert ModelConfig.from_hf_config(raw).rope_theta == 10000.0  # LlamaConfig default
     raw["rope_parameters"] = {"rope_type": "default", "rope_theta": 500000.0}
     assert ModelConfig.from_hf_config(raw).rope_theta == 500000.0
 
 
 def test_minimind_defaults_follow_minimind_config():
-    raw = {"model_type": "minimind", "vocab_size": 6400, "hidden_size": 512,
-           "num_hidden_layers": 8, "num_attention_heads": 8}
+    raw = {
+        "model_type": "minimind",
+        "vocab_size": 6400,
+        "hidden_size": 512,
+        "num_hidden_layers": 8,
+        "num_attention_heads": 8,
+    }
     cfg = ModelConfig.from_hf_config(raw)
-    assert (cfg.num_key_value_heads, cfg.intermediate_size, cfg.tie_word_embeddings) == (2, 1408, True)
-    assert count_params(cfg).total == 25_829_888            # MiniMind2-Small
+    assert (
+        cfg.num_key_value_heads,
+        cfg.intermediate_size,
+        cfg.tie_word_embeddings,
+    ) == (2, 1408, True)
+    assert count_params(cfg).total == 25_829_888  # MiniMind2-Small
     one = ModelConfig.from_hf_config({**raw, "use_moe": True, "num_experts_per_tok": 1})
     two = ModelConfig.from_hf_config({**raw, "use_moe": True})
-    assert (one.norm_topk_prob, two.norm_topk_prob) == (False, True)   # MoEGate: only for k > 1
+    assert (one.norm_topk_prob, two.norm_topk_prob) == (
+        False,
+        True,
+    )  # MoEGate: only for k > 1
 
 
 def test_mixtral_sliding_window_is_read():

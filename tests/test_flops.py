@@ -16,7 +16,10 @@ def measured(module, *inputs) -> dict[str, int]:
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
         module(*inputs)
-    return {str(op).split(".")[-1]: n for op, n in counter.get_flop_counts()["Global"].items()}
+    return {
+        str(op).split(".")[-1]: n
+        for op, n in counter.get_flop_counts()["Global"].items()
+    }
 
 
 @given(any_config(), st.integers(1, 9), st.integers(1, 3))
@@ -39,7 +42,9 @@ def test_whole_model_attention_is_counted_per_layer():
 
 
 def test_causal_half_and_pairs():
-    assert attention_pairs(4, causal=False) == 16 and attention_pairs(4, causal=True) == 10
+    assert (
+        attention_pairs(4, causal=False) == 16 and attention_pairs(4, causal=True) == 10
+    )
     cfg = presets.load("llama-2-7b")
     full, causal = attention_flops(cfg, 4096), attention_flops(cfg, 4096, causal=True)
     assert full.projections == causal.projections
@@ -50,9 +55,14 @@ def test_causal_half_and_pairs():
 
 
 def test_decode_step_measured():
-    cfg = presets.load("qwen2.5-3b").replace(hidden_size=64, num_attention_heads=4,
-                                             num_key_value_heads=2, intermediate_size=32,
-                                             num_hidden_layers=1, vocab_size=50)
+    cfg = presets.load("qwen2.5-3b").replace(
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        vocab_size=50,
+    )
     model = build_model(cfg, device="cpu")
     cache = model.new_cache()
     with torch.no_grad():
@@ -65,26 +75,41 @@ def test_decode_step_measured():
 
 def test_decode_with_sliding_window_reads_at_most_w_keys():
     mistral = presets.load("mistral-7b-v0.1")
-    assert decode_attention_flops(mistral, 100_000).scores == decode_attention_flops(mistral, 4096).scores
+    assert (
+        decode_attention_flops(mistral, 100_000).scores
+        == decode_attention_flops(mistral, 4096).scores
+    )
 
 
 @given(st.one_of(st.none(), st.integers(1, 6)), st.integers(2, 40))
 def test_decode_step_is_the_difference_of_causal_counts(w, context):
     cfg = presets.load("mistral-7b-v0.1").replace(sliding_window=w)
     step = decode_attention_flops(cfg, context)
-    before, after = attention_flops(cfg, context - 1, causal=True), attention_flops(cfg, context, causal=True)
+    before, after = (
+        attention_flops(cfg, context - 1, causal=True),
+        attention_flops(cfg, context, causal=True),
+    )
     assert step.quadratic == after.quadratic - before.quadratic
     # the pairs by brute force: query i reads keys j with i - W < j <= i
-    pairs = sum(1 for i in range(context) for j in range(context)
-                if j <= i and (w is None or j > i - w))
+    pairs = sum(
+        1
+        for i in range(context)
+        for j in range(context)
+        if j <= i and (w is None or j > i - w)
+    )
     assert after.scores == 2 * 32 * 32 * 128 * pairs
 
 
 def test_sliding_window_decode_measured_equals_formula():
-    cfg = presets.load("mistral-7b-v0.1").replace(hidden_size=64, num_attention_heads=4,
-                                                  num_key_value_heads=2, intermediate_size=32,
-                                                  num_hidden_layers=1, vocab_size=50,
-                                                  sliding_window=5)
+    cfg = presets.load("mistral-7b-v0.1").replace(
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        vocab_size=50,
+        sliding_window=5,
+    )
     model = build_model(cfg, device="cpu")
     cache = model.new_cache()
     with torch.no_grad():

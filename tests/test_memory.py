@@ -16,13 +16,21 @@ def test_weight_bytes():
     assert weight_bytes(presets.load("gpt2"), "int4") == 124_439_808 // 2
 
 
-@given(st.sampled_from(["llama-2-7b", "llama-3-8b", "qwen2.5-3b", "gpt2", "minimind2-small"]),
-       st.integers(1, 64), st.integers(1, 200_000), st.sampled_from(["bf16", "fp8", "int4"]))
+@given(
+    st.sampled_from(
+        ["llama-2-7b", "llama-3-8b", "qwen2.5-3b", "gpt2", "minimind2-small"]
+    ),
+    st.integers(1, 64),
+    st.integers(1, 200_000),
+    st.sampled_from(["bf16", "fp8", "int4"]),
+)
 def test_max_batch_and_context_are_maximal(name, batch, seq_len, cache_dtype):
     cfg = presets.load(name)
     fit = serving_fit(cfg, GPU, batch, seq_len, cache_dtype=cache_dtype)
     weights = weight_bytes(cfg)
-    assert fit.fits == (weights + kv_cache_bytes(cfg, batch, seq_len, cache_dtype) <= GPU)
+    assert fit.fits == (
+        weights + kv_cache_bytes(cfg, batch, seq_len, cache_dtype) <= GPU
+    )
     if fit.max_batch:
         assert weights + kv_cache_bytes(cfg, fit.max_batch, seq_len, cache_dtype) <= GPU
     assert weights + kv_cache_bytes(cfg, fit.max_batch + 1, seq_len, cache_dtype) > GPU
@@ -30,7 +38,9 @@ def test_max_batch_and_context_are_maximal(name, batch, seq_len, cache_dtype):
     if fit.max_seq_len:
         assert weights + kv_cache_bytes(cfg, batch, fit.max_seq_len, cache_dtype) <= GPU
     if fit.max_seq_len < cfg.max_position_embeddings:
-        assert weights + kv_cache_bytes(cfg, batch, fit.max_seq_len + 1, cache_dtype) > GPU
+        assert (
+            weights + kv_cache_bytes(cfg, batch, fit.max_seq_len + 1, cache_dtype) > GPU
+        )
 
 
 def test_model_too_large():

@@ -13,18 +13,26 @@ import yaml
 from llmmath.coursework.handout import REPOSITORY_BRANCH, REPOSITORY_URL, install_cell
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted((ROOT / "book").glob("*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted(
+    (ROOT / "book").glob("*.ipynb")
+)
 
 PIP_URL = re.compile(r'"llmmath\[notebooks\] @ git\+(?P<url>\S+)@(?P<branch>[^"@\s]+)"')
 
 
 def repository() -> tuple[str, str]:
-    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))[
+        "repository"
+    ]
     return config["url"].rstrip("/"), config.get("branch", "main")
 
 
 def code_cells(path: Path) -> list:
-    return [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
+    return [
+        cell
+        for cell in nbformat.read(path, as_version=4).cells
+        if cell.cell_type == "code"
+    ]
 
 
 def test_package_names_the_books_repository():
@@ -42,10 +50,16 @@ def test_first_code_cell_installs_the_package(path):
     url, branch = repository()
     pip = PIP_URL.search(first.source)
     assert pip, f"{path.name}: the first code cell does not install llmmath"
-    assert (pip["url"], pip["branch"]) == (url, branch), "the URL differs from _config.yml's"
+    assert (pip["url"], pip["branch"]) == (url, branch), (
+        "the URL differs from _config.yml's"
+    )
     assert first.source == install_cell(url, branch)
     assert first.metadata.get("tags") == ["hide-cell"]
-    assert first.outputs == [] and first.execution_count == 1      # run, silently, where llmmath is installed
-    assert not any(PIP_URL.search(cell.source) for cell in rest), "install cell repeated"
+    assert (
+        first.outputs == [] and first.execution_count == 1
+    )  # run, silently, where llmmath is installed
+    assert not any(PIP_URL.search(cell.source) for cell in rest), (
+        "install cell repeated"
+    )
     # Everything that needs the package or myst-nb runs after the install.
     assert any("llmmath" in cell.source or "myst_nb" in cell.source for cell in rest)

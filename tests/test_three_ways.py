@@ -2,8 +2,8 @@
 
 import re
 
-import sympy as sp
 import pytest
+import sympy as sp
 from hypothesis import given, settings
 
 from llmmath import ModelConfig, count_params, presets
@@ -51,16 +51,18 @@ def test_group_formulas_and_printed_formulas_agree_with_counts(raw):
     cfg = ModelConfig.from_hf_config(raw)
     counts = count_params(cfg)
     groups = F.group_formulas(cfg)
-    assert {g: F.evaluate(groups.get(g, 0), cfg) for g in counts.by_group()} == counts.by_group()
-    for t in counts.tensors:           # the formula the CLI prints is the tensor's count
+    assert {
+        g: F.evaluate(groups.get(g, 0), cfg) for g in counts.by_group()
+    } == counts.by_group()
+    for t in counts.tensors:  # the formula the CLI prints is the tensor's count
         printed = sp.sympify(t.formula.replace("·", "*"), locals=F.SYMBOLS)
         assert F.evaluate(printed, cfg) == counts.total_of(t)
 
 
 def test_non_embedding_convention():
-    gpt2 = count_params(presets.load("gpt2"))         # tied: only the embeddings leave
+    gpt2 = count_params(presets.load("gpt2"))  # tied: only the embeddings leave
     assert gpt2.non_embedding == gpt2.total - (50257 + 1024) * 768
-    llama = count_params(presets.load("llama-2-7b"))   # untied: the LM head leaves too
+    llama = count_params(presets.load("llama-2-7b"))  # untied: the LM head leaves too
     assert llama.non_embedding == llama.total - 2 * 32000 * 4096
 
 

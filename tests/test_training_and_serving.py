@@ -12,32 +12,72 @@ from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
 from llmmath import ConfigError, ModelConfig, count_params, presets
-from llmmath.flops import (CONVENTIONS, forward_flops_per_token, kaplan_forward_flops,
-                           matmul_weights, palm_forward_flops, training_days, training_flops)
-from llmmath.memory import MIXED_PRECISION_ADAM, activation_bytes_per_layer, training_state_bytes
+from llmmath.flops import (
+    CONVENTIONS,
+    forward_flops_per_token,
+    kaplan_forward_flops,
+    matmul_weights,
+    palm_forward_flops,
+    training_days,
+    training_flops,
+)
+from llmmath.memory import (
+    MIXED_PRECISION_ADAM,
+    activation_bytes_per_layer,
+    training_state_bytes,
+)
 from llmmath.modules import build_model
 from llmmath.roofline import GPUS, compute_bound_batch, decode_step, mfu
 from tests.conftest import hf_config
 from tests.strategies import any_config
 
-GPT3 = ModelConfig(vocab_size=50257, hidden_size=12288, intermediate_size=4 * 12288,
-                   num_hidden_layers=96, num_attention_heads=96, max_position_embeddings=2048,
-                   norm_type="layernorm", mlp_type="plain", hidden_act="gelu",
-                   position_embedding_type="learned", qkv_bias=True, o_proj_bias=True,
-                   mlp_bias=True, tie_word_embeddings=True, model_type="gpt3")
+GPT3 = ModelConfig(
+    vocab_size=50257,
+    hidden_size=12288,
+    intermediate_size=4 * 12288,
+    num_hidden_layers=96,
+    num_attention_heads=96,
+    max_position_embeddings=2048,
+    norm_type="layernorm",
+    mlp_type="plain",
+    hidden_act="gelu",
+    position_embedding_type="learned",
+    qkv_bias=True,
+    o_proj_bias=True,
+    mlp_bias=True,
+    tie_word_embeddings=True,
+    model_type="gpt3",
+)
 
 
 def test_nanogpt_gpt2_test_vector():
     """nanoGPT transformer_sizing.ipynb: GPT-2 124M without biases, T = 1024, full attention."""
-    cfg = presets.load("gpt2").replace(qkv_bias=False, o_proj_bias=False, mlp_bias=False)
+    cfg = presets.load("gpt2").replace(
+        qkv_bias=False, o_proj_bias=False, mlp_bias=False
+    )
     f = forward_flops_per_token(cfg, 1024, "full")
     assert f.total * 1024 == 291_648_307_200
     assert f.parts["lm_head"] * 1024 == 79_047_426_048
 
 
 def test_cli_reproduces_the_gpt2_vector():
-    out = subprocess.run([sys.executable, "-m", "llmmath", "flops", "gpt2", "--seq-len", "1024",
-                          "--attention", "full", "--json"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "llmmath",
+            "flops",
+            "gpt2",
+            "--seq-len",
+            "1024",
+            "--attention",
+            "full",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     data = json.loads(out.stdout)
     assert data["forward_flops_per_token"] * 1024 == 291_648_307_200
     assert data["parts"]["lm_head"] * 1024 == 79_047_426_048
@@ -51,7 +91,10 @@ def test_flop_counter_on_the_whole_model(raw, t):
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
         model(torch.zeros(2, t, dtype=torch.long))
-    assert counter.get_total_flops() == 2 * t * forward_flops_per_token(cfg, t, "full").total
+    assert (
+        counter.get_total_flops()
+        == 2 * t * forward_flops_per_token(cfg, t, "full").total
+    )
 
 
 def test_causal_average():
@@ -87,8 +130,10 @@ def test_gpt3_parameters_against_note_004_and_the_paper():
     biases = l * (3 * d + d + i + d)
     norms = (2 * l + 1) * 2 * d
     positions = 2048 * d
-    assert exact == note - v * d + biases + norms + positions   # tied, plus the small parameters
-    assert round(exact / 1e9) == 175                            # the paper's "175.0B", to 3 digits
+    assert (
+        exact == note - v * d + biases + norms + positions
+    )  # tied, plus the small parameters
+    assert round(exact / 1e9) == 175  # the paper's "175.0B", to 3 digits
 
 
 def test_gpt3_training_compute():
@@ -97,7 +142,9 @@ def test_gpt3_training_compute():
     assert f"{six_nd:.2e}" == "3.14e+23"
     with_attention = training_flops(GPT3, 300 * 10**9, 2048)
     assert six_nd < with_attention < 1.03 * six_nd
-    assert training_days(3.14e23, 1024, 312e12, 0.5) == pytest.approx(3.14e23 / (1024 * 312e12 * 0.5) / 86400)
+    assert training_days(3.14e23, 1024, 312e12, 0.5) == pytest.approx(
+        3.14e23 / (1024 * 312e12 * 0.5) / 86400
+    )
     with pytest.raises(ConfigError, match="mfu"):
         training_days(1e20, 8, 1e15, 1.5)
 
@@ -123,38 +170,77 @@ def test_activation_variants():
     assert "softmax output" in plain and "softmax output" not in flash
     assert sum(flash.values()) < sum(plain.values())
     mha = activation_bytes_per_layer(cfg.replace(num_key_value_heads=32), 4096, 1)
-    assert sum(mha.values()) - sum(plain.values()) == 2 * 4096 * 2 * (4096 - 1024)  # K and V wider
+    assert sum(mha.values()) - sum(plain.values()) == 2 * 4096 * 2 * (
+        4096 - 1024
+    )  # K and V wider
 
 
 def test_decode_roofline():
     cfg = presets.load("llama-3-8b")
     one = decode_step(cfg, "H100-SXM5-80GB", batch=1, context=128)
-    assert one.memory_bound and 0.9 < one.intensity < 1.1     # ~2 FLOPs per 2-byte weight
+    assert one.memory_bound and 0.9 < one.intensity < 1.1  # ~2 FLOPs per 2-byte weight
     b = compute_bound_batch(cfg, "H100-SXM5-80GB", context=128)
     assert not decode_step(cfg, "H100-SXM5-80GB", b, 128).memory_bound
     assert decode_step(cfg, "H100-SXM5-80GB", b - 1, 128).memory_bound
-    assert compute_bound_batch(cfg, "A100-SXM4-80GB", context=128) < b   # lower ridge point
+    assert (
+        compute_bound_batch(cfg, "A100-SXM4-80GB", context=128) < b
+    )  # lower ridge point
     assert GPUS["H100-SXM5-80GB"].ridge_point == pytest.approx(989.4e12 / 3.35e12)
     assert mfu(1000, 2e9, 1, 1e12) == 2.0
 
 
-@pytest.mark.parametrize("name", ["llama-3-8b", "mistral-7b-v0.1", "qwen2.5-3b", "qwen3-0.6b", "gpt2", "mixtral-8x7b", "minimind2-moe"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "llama-3-8b",
+        "mistral-7b-v0.1",
+        "qwen2.5-3b",
+        "qwen3-0.6b",
+        "gpt2",
+        "mixtral-8x7b",
+        "minimind2-moe",
+    ],
+)
 def test_cli_flops_answers_every_model_type(name, write_config):
     path = write_config(hf_config(name))
-    out = subprocess.run([sys.executable, "-m", "llmmath", "flops", str(path), "--seq-len", "2048",
-                          "--json"], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "llmmath",
+            "flops",
+            str(path),
+            "--seq-len",
+            "2048",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     cfg = presets.load(name)
-    assert data["forward_flops_per_token"] == pytest.approx(float(forward_flops_per_token(cfg, 2048).total))
+    assert data["forward_flops_per_token"] == pytest.approx(
+        float(forward_flops_per_token(cfg, 2048).total)
+    )
     assert data["matmul_flops_per_token"] == 2 * sum(matmul_weights(cfg).values())
 
 
-@pytest.mark.parametrize("args", [["gpt2"], ["gpt2", "--seq-len", "-3"],
-                                  ["gpt2", "--seq-len", "8", "--attention", "half"],
-                                  ["nope", "--seq-len", "8"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["gpt2"],
+        ["gpt2", "--seq-len", "-3"],
+        ["gpt2", "--seq-len", "8", "--attention", "half"],
+        ["nope", "--seq-len", "8"],
+    ],
+)
 def test_cli_flops_bad_input(args):
-    out = subprocess.run([sys.executable, "-m", "llmmath", "flops", *args], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "llmmath", "flops", *args],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2 and out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
 
@@ -162,14 +248,16 @@ def test_cli_flops_bad_input(args):
 def test_weights_read_skips_unused_embedding_rows():
     from llmmath.memory import weight_bytes
     from llmmath.roofline import weights_read
+
     l3, qwen = presets.load("llama-3-8b"), presets.load("qwen2.5-3b")
-    assert weight_bytes(l3) - weights_read(l3, 1) == 2 * (128256 - 1) * 4096   # untied
-    assert weight_bytes(qwen) - weights_read(qwen, 1) == -2 * 2048             # tied: +1 row
-    assert weights_read(l3, 10**6) == weight_bytes(l3)                         # every row used
+    assert weight_bytes(l3) - weights_read(l3, 1) == 2 * (128256 - 1) * 4096  # untied
+    assert weight_bytes(qwen) - weights_read(qwen, 1) == -2 * 2048  # tied: +1 row
+    assert weights_read(l3, 10**6) == weight_bytes(l3)  # every row used
 
 
 def test_prefill_is_compute_bound_and_decode_is_not():
     from llmmath.roofline import prefill_step
+
     cfg = presets.load("llama-3-8b")
     pre = prefill_step(cfg, "H100-SXM5-80GB", tokens=4096)
     assert pre.flops == 4096 * forward_flops_per_token(cfg, 4096).total
@@ -178,13 +266,18 @@ def test_prefill_is_compute_bound_and_decode_is_not():
 
 
 def test_memory_budget():
-    from llmmath.memory import memory_budget, weight_bytes
     from llmmath.kvcache import kv_cache_bytes
+    from llmmath.memory import memory_budget, weight_bytes
+
     cfg = presets.load("llama-3-8b")
     infer = memory_budget(cfg, "int4", "none (inference)", batch=4, seq_len=1000)
-    assert sorted(infer.values()) == sorted([weight_bytes(cfg, "int4"), kv_cache_bytes(cfg, 4, 1000)])
+    assert sorted(infer.values()) == sorted(
+        [weight_bytes(cfg, "int4"), kv_cache_bytes(cfg, 4, 1000)]
+    )
     train = memory_budget(cfg, optimizer="Adam, mixed precision", batch=2, seq_len=512)
-    act = 32 * sum(activation_bytes_per_layer(cfg, 512, 2, flash_attention=True).values())
+    act = 32 * sum(
+        activation_bytes_per_layer(cfg, 512, 2, flash_attention=True).values()
+    )
     assert sum(train.values()) == 16 * count_params(cfg).total + act
     with pytest.raises(ConfigError, match="optimizer"):
         memory_budget(cfg, optimizer="SGD")
@@ -193,11 +286,16 @@ def test_memory_budget():
 def test_memory_and_roofline_widgets():
     from llmmath.memory import memory_budget
     from llmmath.widgets import MemoryBudget, RooflineExplorer
+
     budget = MemoryBudget("llama-3-8b", batch=1, seq_len=4096)
-    assert budget.items == memory_budget(presets.load("llama-3-8b"), batch=1, seq_len=4096)
+    assert budget.items == memory_budget(
+        presets.load("llama-3-8b"), batch=1, seq_len=4096
+    )
     assert f"{sum(budget.items.values()):,}" in budget.output.value
     explorer = RooflineExplorer("llama-3-8b", "H100-SXM5-80GB", batch=16, context=4096)
-    assert explorer.step == decode_step(presets.load("llama-3-8b"), "H100-SXM5-80GB", 16, 4096)
+    assert explorer.step == decode_step(
+        presets.load("llama-3-8b"), "H100-SXM5-80GB", 16, 4096
+    )
     assert "<svg" in explorer.picture.value
     explorer.batch.value = 512
     assert explorer.step.batch == 512
@@ -210,11 +308,26 @@ def test_qk_norm_activations_and_mfu_validation():
         mfu(0, 1e9, 1, 1e12)
 
 
-@pytest.mark.parametrize("name, attention", [("gpt2", "full"), ("mistral-7b-v0.1", "causal"),
-                                             ("llama-3-8b", "causal")])
+@pytest.mark.parametrize(
+    "name, attention",
+    [("gpt2", "full"), ("mistral-7b-v0.1", "causal"), ("llama-3-8b", "causal")],
+)
 def test_cli_flops_table(name, attention):
-    out = subprocess.run([sys.executable, "-m", "llmmath", "flops", name, "--seq-len", "10000",
-                          "--attention", attention], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "llmmath",
+            "flops",
+            name,
+            "--seq-len",
+            "10000",
+            "--attention",
+            attention,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     total = forward_flops_per_token(presets.load(name), 10000, attention).total
     shown = f"{int(total):,}" if total.denominator == 1 else f"{float(total):,.2f}"
@@ -224,6 +337,9 @@ def test_cli_flops_table(name, attention):
 def test_moe_activations_count_the_experts_a_token_uses():
     mixtral = presets.load("mixtral-8x7b")
     dense = mixtral.replace(num_local_experts=None, num_experts_per_tok=None)
-    moe, one = activation_bytes_per_layer(mixtral, 128), activation_bytes_per_layer(dense, 128)
-    assert moe["gate and up outputs"] == 2 * one["gate and up outputs"]        # k = 2 experts
+    moe, one = (
+        activation_bytes_per_layer(mixtral, 128),
+        activation_bytes_per_layer(dense, 128),
+    )
+    assert moe["gate and up outputs"] == 2 * one["gate and up outputs"]  # k = 2 experts
     assert moe["router logits"] == 2 * 128 * 8

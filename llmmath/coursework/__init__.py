@@ -32,10 +32,25 @@ import textwrap
 from fractions import Fraction
 from types import SimpleNamespace
 
-from llmmath.coursework.questions import BANK, QUESTION_BANK_VERSION, Problem, Question, chapters
+from llmmath.coursework.questions import (
+    BANK,
+    QUESTION_BANK_VERSION,
+    Problem,
+    Question,
+    chapters,
+)
 
-__all__ = ["CHAPTER_TITLES", "NotAnswered", "check_chapter", "PLACEHOLDER_ID", "Sheet", "SheetIncomplete",
-           "WrongAnswer", "chapters", "problem"]
+__all__ = [
+    "CHAPTER_TITLES",
+    "NotAnswered",
+    "check_chapter",
+    "PLACEHOLDER_ID",
+    "Sheet",
+    "SheetIncomplete",
+    "WrongAnswer",
+    "chapters",
+    "problem",
+]
 
 PLACEHOLDER_ID = "YOUR-STUDENT-ID"
 STUDENT_ID_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
@@ -76,10 +91,14 @@ def check_student_id(student: str) -> str:
         ValueError: the placeholder, or another character; the message gives the rule.
     """
     if student == PLACEHOLDER_ID:
-        raise ValueError(f"student: replace {PLACEHOLDER_ID!r} with the ID your teacher gave you")
+        raise ValueError(
+            f"student: replace {PLACEHOLDER_ID!r} with the ID your teacher gave you"
+        )
     if not isinstance(student, str) or not STUDENT_ID_RULE.fullmatch(student):
-        raise ValueError(f"student must be 1 to 64 letters, digits or . _ @ - (starting with a "
-                         f"letter or digit); got {student!r}")
+        raise ValueError(
+            f"student must be 1 to 64 letters, digits or . _ @ - (starting with a "
+            f"letter or digit); got {student!r}"
+        )
     return student
 
 
@@ -90,14 +109,18 @@ def check_chapter(chapter: str) -> str:
         ValueError: no coursework for it; the message lists the chapters that have some.
     """
     if chapter not in BANK:
-        raise ValueError(f"chapter {chapter!r} has no coursework; use one of {', '.join(chapters())}")
+        raise ValueError(
+            f"chapter {chapter!r} has no coursework; use one of {', '.join(chapters())}"
+        )
     return chapter
 
 
 def _question(chapter: str, number: int) -> Question:
     questions = BANK[check_chapter(chapter)]
     if not isinstance(number, int) or not 1 <= number <= len(questions):
-        raise ValueError(f"{chapter} has questions 1 to {len(questions)}; got {number!r}")
+        raise ValueError(
+            f"{chapter} has questions 1 to {len(questions)}; got {number!r}"
+        )
     return questions[number - 1]
 
 
@@ -117,15 +140,23 @@ def _as_number(answer: object, where: str) -> int | float | Fraction:
     """A student's answer as an int, Fraction or float; anything else is refused by type."""
     __tracebackhide__ = True
     if answer is Ellipsis or answer is None:
-        raise NotAnswered(f"{where} has no answer yet: replace ... with your computation")
-    if hasattr(answer, "item") and callable(answer.item) and not isinstance(answer, numbers.Number):
-        try:                                   # a NumPy scalar or a one-element torch tensor
+        raise NotAnswered(
+            f"{where} has no answer yet: replace ... with your computation"
+        )
+    if (
+        hasattr(answer, "item")
+        and callable(answer.item)
+        and not isinstance(answer, numbers.Number)
+    ):
+        try:  # a NumPy scalar or a one-element torch tensor
             answer = answer.item()
         except (ValueError, RuntimeError):
             pass
     if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
-        raise WrongAnswer(f"{where}: the answer must be a number; got {type(answer).__name__} "
-                          f"{answer!r}")
+        raise WrongAnswer(
+            f"{where}: the answer must be a number; got {type(answer).__name__} "
+            f"{answer!r}"
+        )
     if isinstance(answer, numbers.Integral):
         return int(answer)
     if isinstance(answer, numbers.Rational):
@@ -162,9 +193,13 @@ class Sheet:
         (``q = sheet.question(1)``; then ``q.hidden_size``, ...)."""
         p = self.problem(number)
         title = BANK[self.chapter][number - 1].title
-        text = "\n".join(line if line.startswith("    ") else textwrap.fill(line, 88)
-                         for line in p.text.splitlines())
-        print(f"Question {number} of {self.count}: {title}\n\n{text}\n\nAnswer in {p.unit}.")
+        text = "\n".join(
+            line if line.startswith("    ") else textwrap.fill(line, 88)
+            for line in p.text.splitlines()
+        )
+        print(
+            f"Question {number} of {self.count}: {title}\n\n{text}\n\nAnswer in {p.unit}."
+        )
         return SimpleNamespace(**p.numbers)
 
     def check(self, number: int, answer: object) -> None:
@@ -177,7 +212,7 @@ class Sheet:
             NotAnswered: ``answer`` is ``...`` or ``None``.
             WrongAnswer: not a number, or not the right one; the message has a hint.
         """
-        __tracebackhide__ = True               # pytest leaves this frame out of its reports
+        __tracebackhide__ = True  # pytest leaves this frame out of its reports
         p = self.problem(number)
         where = f"Question {number}"
         value = _as_number(answer, where)
@@ -189,9 +224,14 @@ class Sheet:
             right = value == p.answer
         if not right:
             self._correct.discard(number)
-            exact = ("" if p.tolerance or not isinstance(value, float) else
-                     " Give the exact integer: a float such as 6.7e9 has lost digits.")
-            raise WrongAnswer(f"{where}: {answer!r} is not right.{exact} Hint: {p.hint}.")
+            exact = (
+                ""
+                if p.tolerance or not isinstance(value, float)
+                else " Give the exact integer: a float such as 6.7e9 has lost digits."
+            )
+            raise WrongAnswer(
+                f"{where}: {answer!r} is not right.{exact} Hint: {p.hint}."
+            )
         self._correct.add(number)
         print(f"{where}: correct ({p.answer_text}).")
 
@@ -204,8 +244,12 @@ class Sheet:
         __tracebackhide__ = True
         missing = [n for n in range(1, self.count + 1) if n not in self._correct]
         if missing:
-            which = (f"question {missing[0]} is" if len(missing) == 1 else
-                     f"questions {', '.join(map(str, missing))} are")
-            raise SheetIncomplete(f"{self.chapter}, {self.student}: {which} not answered "
-                                  "correctly yet")
+            which = (
+                f"question {missing[0]} is"
+                if len(missing) == 1
+                else f"questions {', '.join(map(str, missing))} are"
+            )
+            raise SheetIncomplete(
+                f"{self.chapter}, {self.student}: {which} not answered correctly yet"
+            )
         print(f"{self.chapter}, {self.student}: all {self.count} questions correct.")

@@ -13,8 +13,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from llmmath.coursework import (BANK, CHAPTER_TITLES, PLACEHOLDER_ID, QUESTION_BANK_VERSION,
-                                Problem, check_chapter, check_student_id, chapters, problem)
+from llmmath.coursework import (
+    BANK,
+    CHAPTER_TITLES,
+    PLACEHOLDER_ID,
+    QUESTION_BANK_VERSION,
+    Problem,
+    chapters,
+    check_chapter,
+    check_student_id,
+    problem,
+)
 
 METADATA_KEY = "llmmath_coursework"
 
@@ -27,11 +36,13 @@ def install_cell(url: str = REPOSITORY_URL, branch: str = REPOSITORY_BRANCH) -> 
     """The first code cell of every chapter and coursework sheet: on Colab, or any Python without
     ``llmmath``, it installs the package (with the ``notebooks`` extra) from the repository;
     elsewhere it does nothing and prints nothing."""
-    return ("# On Colab, or any Python without the book's package, install it first (torch and the\n"
-            "# usual scientific stack are already there on Colab).\n"
-            "import importlib.util\n\n"
-            'if importlib.util.find_spec("llmmath") is None:\n'
-            f'    %pip install --quiet "llmmath[notebooks] @ git+{url}@{branch}"')
+    return (
+        "# On Colab, or any Python without the book's package, install it first (torch and the\n"
+        "# usual scientific stack are already there on Colab).\n"
+        "import importlib.util\n\n"
+        'if importlib.util.find_spec("llmmath") is None:\n'
+        f'    %pip install --quiet "llmmath[notebooks] @ git+{url}@{branch}"'
+    )
 
 
 INSTRUCTIONS = """\
@@ -82,8 +93,14 @@ def student_notebook(chapter: str, student: str = PLACEHOLDER_ID):
     questions = BANK[chapter]
     md, code = nbf.new_markdown_cell, nbf.new_code_cell
     cells = [
-        md(INSTRUCTIONS.format(number=chapters().index(chapter) + 1, title=CHAPTER_TITLES[chapter],
-                               chapter=chapter, placeholder=PLACEHOLDER_ID)),
+        md(
+            INSTRUCTIONS.format(
+                number=chapters().index(chapter) + 1,
+                title=CHAPTER_TITLES[chapter],
+                chapter=chapter,
+                placeholder=PLACEHOLDER_ID,
+            )
+        ),
         code(install_cell(), metadata={"tags": ["hide-cell"]}),
         code(sheet_source(chapter, student), metadata={"tags": ["student-id"]}),
     ]
@@ -92,21 +109,35 @@ def student_notebook(chapter: str, student: str = PLACEHOLDER_ID):
         cells += [
             md(f"## Question {n}: {q.title}"),
             code(f"q{n} = sheet.question({n})", metadata={"tags": ["question"]}),
-            code(f"answer_{n} = ...  # your computation; the numbers are in q{n}, e.g. "
-                 f"q{n}.{next(iter(problem(chapter, 'example', n).numbers))}\n\n{check_source(n)}",
-                 metadata={"tags": ["answer"]}),
+            code(
+                f"answer_{n} = ...  # your computation; the numbers are in q{n}, e.g. "
+                f"q{n}.{next(iter(problem(chapter, 'example', n).numbers))}\n\n{check_source(n)}",
+                metadata={"tags": ["answer"]},
+            ),
         ]
-    cells += [md("## Before you hand in\n\nRestart the kernel, run all cells, and save."),
-              code(SUMMARY_SOURCE, metadata={"tags": ["summary"]})]
-    for i, cell in enumerate(cells):          # stable ids: the blank editions are reproducible
+    cells += [
+        md("## Before you hand in\n\nRestart the kernel, run all cells, and save."),
+        code(SUMMARY_SOURCE, metadata={"tags": ["summary"]}),
+    ]
+    for i, cell in enumerate(cells):  # stable ids: the blank editions are reproducible
         cell["id"] = f"{chapter}-{i:02d}"
     nb = nbf.new_notebook(cells=cells)
-    nb.metadata.update({
-        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-        "language_info": {"name": "python"},
-        METADATA_KEY: {"chapter": chapter, "student": student, "questions": len(questions),
-                       "bank_version": QUESTION_BANK_VERSION},
-    })
+    nb.metadata.update(
+        {
+            "kernelspec": {
+                "display_name": "Python 3",
+                "language": "python",
+                "name": "python3",
+            },
+            "language_info": {"name": "python"},
+            METADATA_KEY: {
+                "chapter": chapter,
+                "student": student,
+                "questions": len(questions),
+                "bank_version": QUESTION_BANK_VERSION,
+            },
+        }
+    )
     return nb
 
 
@@ -117,7 +148,9 @@ def read_students(path: str | os.PathLike) -> list[str]:
         ValueError: an unusable ID (the line number is given) or a repeated one.
     """
     students: list[str] = []
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(
+        Path(path).read_text(encoding="utf-8").splitlines(), 1
+    ):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
@@ -133,8 +166,11 @@ def read_students(path: str | os.PathLike) -> list[str]:
     return students
 
 
-def hand_out(students: list[str], out_dir: str | os.PathLike,
-             chapter_list: list[str] | None = None) -> list[Path]:
+def hand_out(
+    students: list[str],
+    out_dir: str | os.PathLike,
+    chapter_list: list[str] | None = None,
+) -> list[Path]:
     """Write ``out_dir/<student>/<chapter>.ipynb`` for every student and chapter (all by default).
 
     Returns:

@@ -20,7 +20,12 @@ import json
 
 import pytest
 
-from llmmath.coursework.handout import METADATA_KEY, SUMMARY_SOURCE, check_source, sheet_source
+from llmmath.coursework.handout import (
+    METADATA_KEY,
+    SUMMARY_SOURCE,
+    check_source,
+    sheet_source,
+)
 
 
 class SheetIncompleteError(Exception):
@@ -30,15 +35,20 @@ class SheetIncompleteError(Exception):
 def sheet_problems(nb: dict) -> list[str]:
     """What is missing from a coursework notebook (a parsed ``.ipynb``); empty when complete."""
     meta = nb.get("metadata", {}).get(METADATA_KEY, {})
-    code = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-            for c in nb.get("cells", []) if c.get("cell_type") == "code"]
+    code = [
+        "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        for c in nb.get("cells", [])
+        if c.get("cell_type") == "code"
+    ]
     problems = []
     create = sheet_source(meta.get("chapter"), meta.get("student"))
     if not any(create in src for src in code):
         problems.append(f"no cell creates the sheet as `{create.splitlines()[-1]}`")
     for n in range(1, int(meta.get("questions", 0)) + 1):
         line = check_source(n)
-        if not any(src.rstrip().splitlines()[-1:] == [line] for src in code if src.strip()):
+        if not any(
+            src.rstrip().splitlines()[-1:] == [line] for src in code if src.strip()
+        ):
             problems.append(f"question {n}: no answer cell ends in `{line}`")
     if not code or code[-1].strip() != SUMMARY_SOURCE:
         problems.append(f"the last code cell is not `{SUMMARY_SOURCE}`")
@@ -72,7 +82,7 @@ def pytest_collect_file(file_path, parent):
     try:
         nb = json.loads(file_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None                      # not ours to judge; nbval reports unreadable notebooks
+        return None  # not ours to judge; nbval reports unreadable notebooks
     if isinstance(nb, dict) and METADATA_KEY in nb.get("metadata", {}):
         return SheetFile.from_parent(parent, path=file_path)
     return None

@@ -13,13 +13,15 @@ relative tolerance is stated in the question.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from llmmath.config import ModelConfig
 from llmmath.counting import count_params
 
-QUESTION_BANK_VERSION = 1   # part of every seed: changing a question changes everyone's numbers
+QUESTION_BANK_VERSION = (
+    1  # part of every seed: changing a question changes everyone's numbers
+)
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,9 @@ class Problem:
     def answer_text(self) -> str:
         """The answer with its unit, e.g. ``'7,680 bytes'``; a float to 6 significant digits, so the
         text is the same on every machine (``'4,080,190.0 tokens'``)."""
-        value = self.answer if isinstance(self.answer, int) else float(f"{self.answer:.6g}")
+        value = (
+            self.answer if isinstance(self.answer, int) else float(f"{self.answer:.6g}")
+        )
         return f"{value:,} {self.unit}"
 
 
@@ -62,10 +66,14 @@ BANK: dict[str, list[Question]] = {}
 
 def question(chapter: str, title: str):
     """Register the decorated ``(rng) -> Problem`` function as the next question of ``chapter``."""
-    def register(make: Callable[[random.Random], Problem]) -> Callable[[random.Random], Problem]:
+
+    def register(
+        make: Callable[[random.Random], Problem],
+    ) -> Callable[[random.Random], Problem]:
         questions = BANK.setdefault(chapter, [])
         questions.append(Question(chapter, len(questions) + 1, title, make))
         return make
+
     return register
 
 
@@ -78,12 +86,15 @@ def _llama_shape(rng: random.Random, *, gqa: bool = True) -> dict[str, int]:
     """A small Llama-style shape: d_h 64 or 128, n_kv dividing n_h (fewer than n_h if ``gqa``)."""
     head_dim = rng.choice([64, 128])
     heads = rng.choice([8, 12, 16, 24, 32])
-    kv = rng.choice([d for d in (1, 2, 4, 8) if heads % d == 0 and (d < heads or not gqa)])
+    kv = rng.choice(
+        [d for d in (1, 2, 4, 8) if heads % d == 0 and (d < heads or not gqa)]
+    )
     hidden = heads * head_dim
     return {
         "vocab_size": rng.choice([32000, 32768, 49152, 65536, 128256, 151936]),
         "hidden_size": hidden,
-        "intermediate_size": 256 * rng.randrange(2 * hidden // 256, 4 * hidden // 256 + 1),
+        "intermediate_size": 256
+        * rng.randrange(2 * hidden // 256, 4 * hidden // 256 + 1),
         "num_hidden_layers": rng.randrange(4, 41),
         "num_attention_heads": heads,
         "num_key_value_heads": kv,
@@ -98,12 +109,27 @@ def _llama_fields(rng: random.Random, *fields: str) -> dict[str, int]:
 
 def _gpt2(hidden_size: int, **fields) -> ModelConfig:
     """A GPT-2-style config (LayerNorm, plain GELU MLP, learned positions, biases, 64-wide heads)."""
-    return ModelConfig(**({"vocab_size": 1, "intermediate_size": 4 * hidden_size,
-                           "num_hidden_layers": 1} | fields),
-                       hidden_size=hidden_size, num_attention_heads=hidden_size // 64,
-                       norm_type="layernorm", mlp_type="plain", hidden_act="gelu_new",
-                       position_embedding_type="learned", tie_word_embeddings=True, qkv_bias=True,
-                       o_proj_bias=True, mlp_bias=True, model_type="gpt2")
+    return ModelConfig(
+        **(
+            {
+                "vocab_size": 1,
+                "intermediate_size": 4 * hidden_size,
+                "num_hidden_layers": 1,
+            }
+            | fields
+        ),
+        hidden_size=hidden_size,
+        num_attention_heads=hidden_size // 64,
+        norm_type="layernorm",
+        mlp_type="plain",
+        hidden_act="gelu_new",
+        position_embedding_type="learned",
+        tie_word_embeddings=True,
+        qkv_bias=True,
+        o_proj_bias=True,
+        mlp_bias=True,
+        model_type="gpt2",
+    )
 
 
 def _cfg(numbers: dict[str, object], **extra) -> ModelConfig:
@@ -111,11 +137,14 @@ def _cfg(numbers: dict[str, object], **extra) -> ModelConfig:
     return ModelConfig(**fields, **extra)
 
 
-LLAMA_STYLE = ("a Llama-style decoder: RMSNorm before attention and before the FFN plus a final "
-               "one, a SwiGLU FFN, RoPE (no position weights), no biases")
+LLAMA_STYLE = (
+    "a Llama-style decoder: RMSNorm before attention and before the FFN plus a final "
+    "one, a SwiGLU FFN, RoPE (no position weights), no biases"
+)
 
 
 # --- 1. Counting parameters -------------------------------------------------------------------
+
 
 @question("01_parameters", "Every parameter of a Llama-style model")
 def _total_params(rng: random.Random) -> Problem:
@@ -123,9 +152,12 @@ def _total_params(rng: random.Random) -> Problem:
     return Problem(
         f"Take {LLAMA_STYLE}, with an untied LM head and\n{_listing(n)}\n"
         "How many parameters does it have? Give the exact integer.",
-        n, count_params(_cfg(n)).total, "parameters",
+        n,
+        count_params(_cfg(n)).total,
+        "parameters",
         "add the embedding, L blocks (attention, FFN, two norms), the final norm and the LM head; "
-        "K and V have n_kv·d_h output features, not H")
+        "K and V have n_kv·d_h output features, not H",
+    )
 
 
 @question("01_parameters", "What multi-head attention would add")
@@ -137,42 +169,61 @@ def _mha_extra(rng: random.Random) -> Problem:
         f"The same kind of model as in question 1, with\n{_listing(n)}\n"
         "How many parameters would it gain with multi-head attention (num_key_value_heads = "
         "num_attention_heads), all else equal?",
-        n, count_params(mha).total - count_params(gqa).total, "parameters",
-        "only W_K and W_V change: each goes from H × n_kv·d_h to H × H, in every layer")
+        n,
+        count_params(mha).total - count_params(gqa).total,
+        "parameters",
+        "only W_K and W_V change: each goes from H × n_kv·d_h to H × H, in every layer",
+    )
 
 
 # --- 2. Embeddings ----------------------------------------------------------------------------
+
 
 @question("02_embeddings", "What tying saves")
 def _tying_bytes(rng: random.Random) -> Problem:
     n = _llama_shape(rng)
     dtype, size = rng.choice([("bf16", 2), ("fp32", 4)])
     untied = _cfg(n)
-    saved = count_params(untied).total - count_params(untied.replace(tie_word_embeddings=True)).total
+    saved = (
+        count_params(untied).total
+        - count_params(untied.replace(tie_word_embeddings=True)).total
+    )
     return Problem(
         f"A Llama-style model with an untied LM head has\n{_listing(n)}\n"
         f"How many bytes of {dtype} weights ({size} bytes each) does tying the LM head to the "
         "token embedding save?",
-        {**n, "dtype": dtype}, saved * size, "bytes",
-        "tying removes one V × H matrix; multiply by the bytes per number")
+        {**n, "dtype": dtype},
+        saved * size,
+        "bytes",
+        "tying removes one V × H matrix; multiply by the bytes per number",
+    )
 
 
 @question("02_embeddings", "Learned positions")
 def _gpt2_embeddings(rng: random.Random) -> Problem:
-    n = {"vocab_size": rng.choice([50257, 50304, 32000]),
-         "hidden_size": 64 * rng.randrange(8, 25),
-         "max_position_embeddings": rng.choice([512, 1024, 2048, 4096])}
-    cfg = _gpt2(n["hidden_size"], vocab_size=n["vocab_size"],
-                max_position_embeddings=n["max_position_embeddings"])
+    n = {
+        "vocab_size": rng.choice([50257, 50304, 32000]),
+        "hidden_size": 64 * rng.randrange(8, 25),
+        "max_position_embeddings": rng.choice([512, 1024, 2048, 4096]),
+    }
+    cfg = _gpt2(
+        n["hidden_size"],
+        vocab_size=n["vocab_size"],
+        max_position_embeddings=n["max_position_embeddings"],
+    )
     return Problem(
         f"A GPT-2-style model (learned absolute positions, LM head tied to the token "
         f"embedding) has\n{_listing(n)}\n"
         "How many parameters do its token and position embeddings hold together?",
-        n, count_params(cfg).embedding, "parameters",
-        "one row of H numbers per token of the vocabulary and one per position")
+        n,
+        count_params(cfg).embedding,
+        "parameters",
+        "one row of H numbers per token of the vocabulary and one per position",
+    )
 
 
 # --- 3. Attention -----------------------------------------------------------------------------
+
 
 def _attention_per_layer(cfg: ModelConfig) -> int:
     return sum(t.numel for t in count_params(cfg).tensors if t.group == "attention")
@@ -185,8 +236,13 @@ def _attention_layer(rng: random.Random) -> Problem:
         f"A grouped-query attention layer without biases has\n{_listing(n)}\n"
         "(head_dim = hidden_size / num_attention_heads). How many parameters do its four "
         "projections W_Q, W_K, W_V, W_O hold?",
-        n, _attention_per_layer(_cfg(n, vocab_size=1, intermediate_size=1, num_hidden_layers=1)),
-        "parameters", "W_Q and W_O are H × n_h·d_h; W_K and W_V are H × n_kv·d_h")
+        n,
+        _attention_per_layer(
+            _cfg(n, vocab_size=1, intermediate_size=1, num_hidden_layers=1)
+        ),
+        "parameters",
+        "W_Q and W_O are H × n_h·d_h; W_K and W_V are H × n_kv·d_h",
+    )
 
 
 @question("03_attention", "Qwen2's biases")
@@ -196,24 +252,35 @@ def _attention_bias(rng: random.Random) -> Problem:
     return Problem(
         f"Qwen2 adds biases to the Q, K and V projections (not to O). For a layer with\n"
         f"{_listing(n)}\nhow many parameters do those biases add to the layer?",
-        n, _attention_per_layer(cfg.replace(qkv_bias=True)) - _attention_per_layer(cfg),
-        "parameters", "one bias per output feature of W_Q, W_K and W_V")
+        n,
+        _attention_per_layer(cfg.replace(qkv_bias=True)) - _attention_per_layer(cfg),
+        "parameters",
+        "one bias per output feature of W_Q, W_K and W_V",
+    )
 
 
 # --- 4. The FFN -------------------------------------------------------------------------------
 
+
 @question("04_ffn", "Meta's rule for intermediate_size")
 def _llama_rule(rng: random.Random) -> Problem:
     from llmmath.ffn import llama_intermediate_size
-    n = {"dim": 256 * rng.randrange(4, 33), "multiple_of": rng.choice([64, 256, 1024]),
-         "ffn_dim_multiplier": rng.choice([None, 1.3, 1.5])}
+
+    n = {
+        "dim": 256 * rng.randrange(4, 33),
+        "multiple_of": rng.choice([64, 256, 1024]),
+        "ffn_dim_multiplier": rng.choice([None, 1.3, 1.5]),
+    }
     return Problem(
         f"A Llama params.json gives\n{_listing(n)}\n"
         "What intermediate_size does Meta's rule give? (hidden = int(2·4·dim/3); times "
         "ffn_dim_multiplier when it is not None, then int; rounded up to a multiple of "
         "multiple_of.)",
-        n, llama_intermediate_size(n["dim"], n["multiple_of"], n["ffn_dim_multiplier"]),
-        "features", "follow the three steps in order, truncating with int() after each product")
+        n,
+        llama_intermediate_size(n["dim"], n["multiple_of"], n["ffn_dim_multiplier"]),
+        "features",
+        "follow the three steps in order, truncating with int() after each product",
+    )
 
 
 @question("04_ffn", "The FFN weights of a whole model")
@@ -223,11 +290,15 @@ def _ffn_params(rng: random.Random) -> Problem:
     return Problem(
         f"A model with SwiGLU FFNs without biases has\n{_listing(n)}\n"
         "How many parameters do the FFNs of all its layers hold together?",
-        n, count_params(cfg).by_group()["ffn"], "parameters",
-        "a gated FFN has three matrices (gate, up, down), each H × I")
+        n,
+        count_params(cfg).by_group()["ffn"],
+        "parameters",
+        "a gated FFN has three matrices (gate, up, down), each H × I",
+    )
 
 
 # --- 5. Norms ---------------------------------------------------------------------------------
+
 
 @question("05_norms", "RMSNorm weights, with QK-norm")
 def _rms_params(rng: random.Random) -> Problem:
@@ -240,66 +311,94 @@ def _rms_params(rng: random.Random) -> Problem:
         "qk_norm = True means Qwen3's extra RMSNorm over each head's queries and keys (one "
         "weight vector of head_dim = hidden_size / num_attention_heads for Q and one for K, "
         "per layer). How many norm parameters does the model have?",
-        n, count_params(cfg).by_group()["norm"], "parameters",
-        "RMSNorm has a scale and no shift: 2L + 1 vectors of H, plus 2L of d_h with QK-norm")
+        n,
+        count_params(cfg).by_group()["norm"],
+        "parameters",
+        "RMSNorm has a scale and no shift: 2L + 1 vectors of H, plus 2L of d_h with QK-norm",
+    )
 
 
 @question("05_norms", "LayerNorm weights")
 def _ln_params(rng: random.Random) -> Problem:
-    n = {"hidden_size": 64 * rng.randrange(8, 33), "num_hidden_layers": rng.randrange(4, 49)}
+    n = {
+        "hidden_size": 64 * rng.randrange(8, 33),
+        "num_hidden_layers": rng.randrange(4, 49),
+    }
     cfg = _gpt2(n["hidden_size"], num_hidden_layers=n["num_hidden_layers"])
     return Problem(
         f"A GPT-2-style model (LayerNorm before attention and the MLP, plus a final one) has\n"
         f"{_listing(n)}\nHow many parameters do its LayerNorms hold?",
-        n, count_params(cfg).by_group()["norm"], "parameters",
-        "LayerNorm has a scale and a shift, each of H numbers")
+        n,
+        count_params(cfg).by_group()["norm"],
+        "parameters",
+        "LayerNorm has a scale and a shift, each of H numbers",
+    )
 
 
 # --- 6. RoPE ----------------------------------------------------------------------------------
 
+
 def _wavelengths(head_dim: int, theta: float) -> list[float]:
     from llmmath.rope import rope_wavelengths
+
     return [float(x) for x in rope_wavelengths(head_dim, theta)]
 
 
 @question("06_rope", "The slowest pair")
 def _slowest(rng: random.Random) -> Problem:
-    n = {"head_dim": rng.choice([64, 96, 128, 256]),
-         "rope_theta": rng.choice([10000.0, 500000.0, 1000000.0])}
+    n = {
+        "head_dim": rng.choice([64, 96, 128, 256]),
+        "rope_theta": rng.choice([10000.0, 500000.0, 1000000.0]),
+    }
     return Problem(
         f"RoPE with\n{_listing(n)}\n"
         "rotates pair i (i = 0 … head_dim/2 − 1) by the angle m·theta_i at position m, with "
         "theta_i = rope_theta^(−2i/head_dim). How many tokens long is the wavelength of the "
         "slowest pair? (relative tolerance 1e-4)",
-        n, _wavelengths(n["head_dim"], n["rope_theta"])[-1], "tokens",
+        n,
+        _wavelengths(n["head_dim"], n["rope_theta"])[-1],
+        "tokens",
         "a pair turns once in 2π/theta_i tokens; the slowest pair is the last one",
-        tolerance=1e-4)
+        tolerance=1e-4,
+    )
 
 
 @question("06_rope", "Pairs that turn within the context")
 def _turning_pairs(rng: random.Random) -> Problem:
-    n = {"head_dim": rng.choice([64, 128]),
-         "rope_theta": rng.choice([10000.0, 500000.0, 1000000.0]),
-         "max_position_embeddings": rng.choice([2048, 4096, 8192, 32768, 131072])}
+    n = {
+        "head_dim": rng.choice([64, 128]),
+        "rope_theta": rng.choice([10000.0, 500000.0, 1000000.0]),
+        "max_position_embeddings": rng.choice([2048, 4096, 8192, 32768, 131072]),
+    }
     lam = _wavelengths(n["head_dim"], n["rope_theta"])
     return Problem(
         f"RoPE with\n{_listing(n)}\n"
         "How many of the head_dim/2 pairs complete at least one full turn within "
         "max_position_embeddings tokens (wavelength ≤ max_position_embeddings)?",
-        n, sum(1 for x in lam if x <= n["max_position_embeddings"]), "pairs",
-        "compute each pair's wavelength 2π·rope_theta^(2i/head_dim) and count")
+        n,
+        sum(1 for x in lam if x <= n["max_position_embeddings"]),
+        "pairs",
+        "compute each pair's wavelength 2π·rope_theta^(2i/head_dim) and count",
+    )
 
 
 # --- 7. The KV cache --------------------------------------------------------------------------
 
+
 def _kv_shape(rng: random.Random) -> dict[str, object]:
-    return _llama_fields(rng, "num_hidden_layers", "hidden_size", "num_attention_heads",
-                         "num_key_value_heads")
+    return _llama_fields(
+        rng,
+        "num_hidden_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+    )
 
 
 @question("07_kv_cache", "One token's cache")
 def _kv_per_token(rng: random.Random) -> Problem:
     from llmmath.kvcache import kv_cache_bytes_per_token
+
     n = _kv_shape(rng)
     dtype, size = rng.choice([("bf16", 2), ("fp32", 4), ("fp8", 1)])
     cfg = _cfg(n, vocab_size=1, intermediate_size=1)
@@ -307,28 +406,40 @@ def _kv_per_token(rng: random.Random) -> Problem:
         f"A decoder with grouped-query attention has\n{_listing(n)}\n"
         f"(head_dim = hidden_size / num_attention_heads). How many bytes does one more token add "
         f"to the KV cache of one sequence in {dtype} ({size} bytes per number)?",
-        {**n, "dtype": dtype}, kv_cache_bytes_per_token(cfg, dtype), "bytes",
-        "keys and values, in every layer, for each KV head (not each query head)")
+        {**n, "dtype": dtype},
+        kv_cache_bytes_per_token(cfg, dtype),
+        "bytes",
+        "keys and values, in every layer, for each KV head (not each query head)",
+    )
 
 
 @question("07_kv_cache", "A batch of sequences")
 def _kv_batch(rng: random.Random) -> Problem:
     from llmmath.kvcache import kv_cache_bytes
+
     n = _kv_shape(rng)
-    n |= {"batch": rng.choice([1, 4, 8, 16, 32, 64]), "seq_len": rng.choice([1024, 2048, 4096, 8192])}
+    n |= {
+        "batch": rng.choice([1, 4, 8, 16, 32, 64]),
+        "seq_len": rng.choice([1024, 2048, 4096, 8192]),
+    }
     cfg = _cfg(n, vocab_size=1, intermediate_size=1)
     return Problem(
         f"The same kind of model, with\n{_listing(n)}\n"
         "How many bytes does the bf16 KV cache of batch sequences of seq_len tokens take?",
-        n, kv_cache_bytes(cfg, n["batch"], n["seq_len"], "bf16"), "bytes",
-        "2 · L · batch · seq_len · n_kv · d_h · 2 bytes")
+        n,
+        kv_cache_bytes(cfg, n["batch"], n["seq_len"], "bf16"),
+        "bytes",
+        "2 · L · batch · seq_len · n_kv · d_h · 2 bytes",
+    )
 
 
 # --- 8. FLOPs ---------------------------------------------------------------------------------
 
+
 @question("08_flops", "Forward FLOPs per token, all pairs")
 def _forward_full(rng: random.Random) -> Problem:
     from llmmath.flops import forward_flops_per_token
+
     n = _llama_shape(rng)
     n["seq_len"] = rng.choice([512, 1024, 2048, 4096])
     cfg = _cfg(n)
@@ -338,39 +449,53 @@ def _forward_full(rng: random.Random) -> Problem:
         "per weight of every matmul (attention projections, FFN, LM head; the embedding lookup "
         "is free; norms, activations and softmax are not counted) plus QKᵀ and AV with every "
         "token against all seq_len keys (4·L·seq_len·n_h·d_h).",
-        n, int(forward_flops_per_token(cfg, n["seq_len"], "full").total), "FLOPs",
+        n,
+        int(forward_flops_per_token(cfg, n["seq_len"], "full").total),
+        "FLOPs",
         "2 × (attention projection weights + FFN weights) per layer, + 2·V·H for the head, "
-        "+ the attention term")
+        "+ the attention term",
+    )
 
 
 @question("08_flops", "Causal attention")
 def _causal_attention(rng: random.Random) -> Problem:
     from llmmath.flops import forward_flops_per_token
+
     n = _llama_fields(rng, "hidden_size", "num_attention_heads", "num_hidden_layers")
     n["seq_len"] = rng.choice([1024, 2048, 4096, 8192])
-    f = forward_flops_per_token(_cfg(n, vocab_size=1, intermediate_size=1), n["seq_len"], "causal")
+    f = forward_flops_per_token(
+        _cfg(n, vocab_size=1, intermediate_size=1), n["seq_len"], "causal"
+    )
     return Problem(
         f"A decoder with\n{_listing(n)}\n"
         "reads a seq_len-token sequence with a causal mask: token i (1-based) attends to i keys. "
         "Averaged over the seq_len positions, how many FLOPs per token do QKᵀ and AV cost "
         "(2 FLOPs per multiply-add, all layers and heads)?",
-        n, int(f.attention), "FLOPs",
-        "token i costs 4·L·n_h·d_h·i; average i over 1 … seq_len")
+        n,
+        int(f.attention),
+        "FLOPs",
+        "token i costs 4·L·n_h·d_h·i; average i over 1 … seq_len",
+    )
 
 
 # --- 9. Memory --------------------------------------------------------------------------------
 
+
 @question("09_memory", "Training state")
 def _training_state(rng: random.Random) -> Problem:
     from llmmath.memory import training_state_bytes
+
     n = _llama_shape(rng)
     return Problem(
         f"A Llama-style model with an untied LM head has\n{_listing(n)}\n"
         "How many bytes of training state does mixed-precision Adam keep for it (bf16 weights "
         "and gradients, fp32 master weights and two fp32 moments: 16 bytes per parameter), "
         "activations aside?",
-        n, sum(training_state_bytes(_cfg(n)).values()), "bytes",
-        "count the parameters first, then 2 + 2 + 4 + 4 + 4 bytes each")
+        n,
+        sum(training_state_bytes(_cfg(n)).values()),
+        "bytes",
+        "count the parameters first, then 2 + 2 + 4 + 4 + 4 bytes each",
+    )
 
 
 @question("09_memory", "GPUs for serving")
@@ -378,14 +503,21 @@ def _serving_gpus(rng: random.Random) -> Problem:
     from llmmath.kvcache import kv_cache_bytes
     from llmmath.memory import weight_bytes
     from llmmath.units import GB
+
     n = _llama_shape(rng)
-    heads = rng.choice([16, 24, 32, 40, 48, 64])               # d_h = 128: 2048 ≤ H ≤ 8192
-    n |= {"hidden_size": 128 * heads, "num_attention_heads": heads,
-          "intermediate_size": 256 * rng.randrange(heads, 2 * heads + 1),
-          "num_key_value_heads": rng.choice([d for d in (1, 2, 4, 8) if heads % d == 0]),
-          "num_hidden_layers": rng.randrange(24, 81)}
-    n |= {"batch": rng.choice([32, 64, 128, 256]), "seq_len": rng.choice([4096, 8192]),
-          "gpu_gb": rng.choice([16, 24, 40])}
+    heads = rng.choice([16, 24, 32, 40, 48, 64])  # d_h = 128: 2048 ≤ H ≤ 8192
+    n |= {
+        "hidden_size": 128 * heads,
+        "num_attention_heads": heads,
+        "intermediate_size": 256 * rng.randrange(heads, 2 * heads + 1),
+        "num_key_value_heads": rng.choice([d for d in (1, 2, 4, 8) if heads % d == 0]),
+        "num_hidden_layers": rng.randrange(24, 81),
+    }
+    n |= {
+        "batch": rng.choice([32, 64, 128, 256]),
+        "seq_len": rng.choice([4096, 8192]),
+        "gpu_gb": rng.choice([16, 24, 40]),
+    }
     cfg = _cfg(n)
     need = weight_bytes(cfg) + kv_cache_bytes(cfg, n["batch"], n["seq_len"])
     return Problem(
@@ -393,8 +525,11 @@ def _serving_gpus(rng: random.Random) -> Problem:
         "in bf16: weights plus the KV cache of batch sequences of seq_len tokens. How many GPUs "
         "of gpu_gb GB (1 GB = 10^9 bytes) does that take, counting bytes only (no activations, "
         "no fragmentation)?",
-        n, -(-need // (n["gpu_gb"] * GB)), "GPUs",
-        "add 2 bytes per parameter and the cache, divide by gpu_gb·10^9 and round up")
+        n,
+        -(-need // (n["gpu_gb"] * GB)),
+        "GPUs",
+        "add 2 bytes per parameter and the cache, divide by gpu_gb·10^9 and round up",
+    )
 
 
 # --- 10. LLaMA 1 → 3 --------------------------------------------------------------------------
@@ -405,57 +540,85 @@ _LLAMA_PRESETS = ("llama-1-7b", "llama-1-65b", "llama-2-7b", "llama-2-13b")
 def _older_llama(rng: random.Random) -> tuple[str, ModelConfig, int]:
     """A multi-head LLaMA preset and a num_key_value_heads (1, 2, 4 or 8) to give it."""
     from llmmath import presets
+
     name = rng.choice(_LLAMA_PRESETS)
     cfg = presets.load(name)
-    return name, cfg, rng.choice([d for d in (1, 2, 4, 8) if cfg.num_attention_heads % d == 0])
+    return (
+        name,
+        cfg,
+        rng.choice([d for d in (1, 2, 4, 8) if cfg.num_attention_heads % d == 0]),
+    )
 
 
 @question("10_llama", "Grouped-query attention for an older LLaMA: the cache")
 def _llama_gqa_cache(rng: random.Random) -> Problem:
     from llmmath import presets
     from llmmath.kvcache import kv_cache_bytes_per_token
+
     name, cfg, kv = _older_llama(rng)
-    saved = kv_cache_bytes_per_token(cfg) - kv_cache_bytes_per_token(cfg.replace(num_key_value_heads=kv))
+    saved = kv_cache_bytes_per_token(cfg) - kv_cache_bytes_per_token(
+        cfg.replace(num_key_value_heads=kv)
+    )
     return Problem(
         f"Give {presets.get(name).title} (preset {name!r}) grouped-query attention with "
         f"num_key_value_heads = {kv} and change nothing else. How many bytes per token does its "
         "bf16 KV cache save?",
-        {"preset": name, "num_key_value_heads": kv}, saved, "bytes",
-        "look the preset's L, n_h and d_h up (presets.load); the cache keeps n_kv heads, not n_h")
+        {"preset": name, "num_key_value_heads": kv},
+        saved,
+        "bytes",
+        "look the preset's L, n_h and d_h up (presets.load); the cache keeps n_kv heads, not n_h",
+    )
 
 
 @question("10_llama", "Grouped-query attention for an older LLaMA: the weights")
 def _llama_gqa_params(rng: random.Random) -> Problem:
     from llmmath import presets
+
     name, cfg, kv = _older_llama(rng)
-    lost = count_params(cfg).total - count_params(cfg.replace(num_key_value_heads=kv)).total
+    lost = (
+        count_params(cfg).total
+        - count_params(cfg.replace(num_key_value_heads=kv)).total
+    )
     return Problem(
         f"Give {presets.get(name).title} (preset {name!r}) num_key_value_heads = {kv} and change "
         "nothing else. How many parameters does it lose?",
-        {"preset": name, "num_key_value_heads": kv}, lost, "parameters",
-        "W_K and W_V shrink from H × H to H × n_kv·d_h in every layer")
+        {"preset": name, "num_key_value_heads": kv},
+        lost,
+        "parameters",
+        "W_K and W_V shrink from H × H to H × n_kv·d_h in every layer",
+    )
 
 
 # --- 11. MiniMind -----------------------------------------------------------------------------
 
+
 def _minimind_shape(rng: random.Random) -> dict[str, int]:
     from llmmath.ffn import minimind_intermediate_size
+
     hidden = 64 * rng.randrange(6, 17)
-    return {"vocab_size": 6400, "hidden_size": hidden,
-            "intermediate_size": minimind_intermediate_size(hidden),
-            "num_hidden_layers": rng.randrange(4, 25), "num_attention_heads": 8,
-            "num_key_value_heads": rng.choice([1, 2, 4])}
+    return {
+        "vocab_size": 6400,
+        "hidden_size": hidden,
+        "intermediate_size": minimind_intermediate_size(hidden),
+        "num_hidden_layers": rng.randrange(4, 25),
+        "num_attention_heads": 8,
+        "num_key_value_heads": rng.choice([1, 2, 4]),
+    }
 
 
 @question("11_minimind", "MiniMind's FFN rule")
 def _minimind_rule(rng: random.Random) -> Problem:
     from llmmath.ffn import minimind_intermediate_size
+
     n = {"hidden_size": 64 * rng.randrange(6, 33)}
     return Problem(
         f"MiniMind sizes its FFN as int(hidden_size · 8/3) rounded up to a multiple of 64. For\n"
         f"{_listing(n)}\nwhat is intermediate_size?",
-        n, minimind_intermediate_size(n["hidden_size"]), "features",
-        "truncate first, then round up to the next multiple of 64 (a multiple stays as it is)")
+        n,
+        minimind_intermediate_size(n["hidden_size"]),
+        "features",
+        "truncate first, then round up to the next multiple of 64 (a multiple stays as it is)",
+    )
 
 
 @question("11_minimind", "A MiniMind-shaped model")
@@ -464,22 +627,30 @@ def _minimind_total(rng: random.Random) -> Problem:
     return Problem(
         f"A MiniMind-style model (Llama-style blocks, LM head tied to the embedding) has\n"
         f"{_listing(n)}\nHow many parameters does it have?",
-        n, count_params(_cfg(n, tie_word_embeddings=True)).total, "parameters",
-        "as for a Llama model, but the V × H matrix counts once")
+        n,
+        count_params(_cfg(n, tie_word_embeddings=True)).total,
+        "parameters",
+        "as for a Llama model, but the V × H matrix counts once",
+    )
 
 
 # --- 12. Mixture of experts -------------------------------------------------------------------
 
+
 def _moe_shape(rng: random.Random) -> dict[str, int]:
     n = _llama_shape(rng)
     experts = rng.choice([4, 8, 16, 32])
-    return n | {"num_local_experts": experts,
-                "num_experts_per_tok": rng.choice([k for k in (1, 2, 4) if k < experts])}
+    return n | {
+        "num_local_experts": experts,
+        "num_experts_per_tok": rng.choice([k for k in (1, 2, 4) if k < experts]),
+    }
 
 
-_MOE_TEXT = ("A Mixtral-style mixture of experts (Llama-style blocks whose FFN is num_local_experts "
-             "SwiGLU experts, each H × I × 3, and a router, a linear layer from H to "
-             "num_local_experts without bias; untied LM head) has")
+_MOE_TEXT = (
+    "A Mixtral-style mixture of experts (Llama-style blocks whose FFN is num_local_experts "
+    "SwiGLU experts, each H × I × 3, and a router, a linear layer from H to "
+    "num_local_experts without bias; untied LM head) has"
+)
 
 
 @question("12_moe", "All the experts")
@@ -487,8 +658,11 @@ def _moe_total(rng: random.Random) -> Problem:
     n = _moe_shape(rng)
     return Problem(
         f"{_MOE_TEXT}\n{_listing(n)}\nHow many parameters does it have in all?",
-        n, count_params(_cfg(n, model_type="mixtral")).total, "parameters",
-        "every expert counts in the total, and each layer has a router of H·E weights")
+        n,
+        count_params(_cfg(n, model_type="mixtral")).total,
+        "parameters",
+        "every expert counts in the total, and each layer has a router of H·E weights",
+    )
 
 
 @question("12_moe", "What one token uses")
@@ -498,41 +672,63 @@ def _moe_active(rng: random.Random) -> Problem:
         f"{_MOE_TEXT}\n{_listing(n)}\n"
         "The router sends each token to num_experts_per_tok experts. How many parameters does "
         "one token use (the total less the experts it is not routed to)?",
-        n, count_params(_cfg(n, model_type="mixtral")).active, "parameters",
-        "subtract (E − k) experts of 3·H·I in every layer; the router and attention stay")
+        n,
+        count_params(_cfg(n, model_type="mixtral")).active,
+        "parameters",
+        "subtract (E − k) experts of 3·H·I in every layer; the router and attention stay",
+    )
 
 
 # --- 13. The model zoo ------------------------------------------------------------------------
 
-_ZOO = ("llama-2-7b", "llama-3-8b", "mistral-7b-v0.1", "qwen2.5-7b", "qwen2.5-3b", "qwen3-0.6b",
-        "llama-3.2-1b", "llama-3.2-3b", "deepseek-llm-7b", "gpt2")
+_ZOO = (
+    "llama-2-7b",
+    "llama-3-8b",
+    "mistral-7b-v0.1",
+    "qwen2.5-7b",
+    "qwen2.5-3b",
+    "qwen3-0.6b",
+    "llama-3.2-1b",
+    "llama-3.2-3b",
+    "deepseek-llm-7b",
+    "gpt2",
+)
 
 
 @question("13_zoo", "Two caches side by side")
 def _zoo_kv(rng: random.Random) -> Problem:
     from llmmath import presets
     from llmmath.kvcache import kv_cache_bytes_per_token
+
     a, b = rng.sample(_ZOO, 2)
-    diff = kv_cache_bytes_per_token(presets.load(a)) - kv_cache_bytes_per_token(presets.load(b))
+    diff = kv_cache_bytes_per_token(presets.load(a)) - kv_cache_bytes_per_token(
+        presets.load(b)
+    )
     return Problem(
         f"How many more bytes per token does the bf16 KV cache of preset {a!r} take than that of "
         f"preset {b!r}? (Negative if it takes fewer.)",
-        {"preset_a": a, "preset_b": b}, diff, "bytes",
-        "2 · L · n_kv · d_h · 2 bytes for each; d_h is head_dim when the config gives it")
+        {"preset_a": a, "preset_b": b},
+        diff,
+        "bytes",
+        "2 · L · n_kv · d_h · 2 bytes for each; d_h is head_dim when the config gives it",
+    )
 
 
 @question("13_zoo", "Non-embedding parameters")
 def _zoo_non_embedding(rng: random.Random) -> Problem:
     from llmmath import presets
+
     name = rng.choice(_ZOO)
     return Problem(
         f"How many non-embedding parameters does preset {name!r} have, in the book's convention "
         "(the total less the token and position embeddings and an untied LM head)?",
-        {"preset": name}, count_params(presets.load(name)).non_embedding, "parameters",
-        "count_params(...).total, then subtract V·H (twice if untied) and any position table")
+        {"preset": name},
+        count_params(presets.load(name)).non_embedding,
+        "parameters",
+        "count_params(...).total, then subtract V·H (twice if untied) and any position table",
+    )
 
 
 def chapters() -> tuple[str, ...]:
     """The chapters that have coursework, in order."""
     return tuple(sorted(BANK))
-

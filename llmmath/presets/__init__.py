@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -40,14 +40,14 @@ class Preset:
         return ModelConfig.from_hf_config(self.hf_config)
 
 
-@lru_cache(maxsize=None)
+@cache
 def names() -> tuple[str, ...]:
     """The preset names, sorted: the stems of the JSON files in this package."""
     files = resources.files(__name__).iterdir()
     return tuple(sorted(f.name[:-5] for f in files if f.name.endswith(".json")))
 
 
-@lru_cache(maxsize=None)
+@cache
 def get(name: str) -> Preset:
     """The `Preset` called ``name`` (case-insensitive).
 
@@ -58,12 +58,21 @@ def get(name: str) -> Preset:
     if key not in names():
         close = difflib.get_close_matches(key, names(), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ConfigError(f"unknown preset {name!r}{hint}; presets: {', '.join(names())}")
-    raw = json.loads(resources.files(__name__).joinpath(f"{key}.json").read_text("utf-8"))
-    return Preset(name=raw["name"], title=raw["title"], source=raw["source"],
-                  published_params=raw["published_params"],
-                  published_label=raw["published_label"],
-                  published_source=raw["published_source"], hf_config=raw["config"])
+        raise ConfigError(
+            f"unknown preset {name!r}{hint}; presets: {', '.join(names())}"
+        )
+    raw = json.loads(
+        resources.files(__name__).joinpath(f"{key}.json").read_text("utf-8")
+    )
+    return Preset(
+        name=raw["name"],
+        title=raw["title"],
+        source=raw["source"],
+        published_params=raw["published_params"],
+        published_label=raw["published_label"],
+        published_source=raw["published_source"],
+        hf_config=raw["config"],
+    )
 
 
 def load(name: str) -> ModelConfig:

@@ -38,15 +38,28 @@ def import_time() -> float:
     """Median time of ``import llmmath`` in a fresh interpreter, in seconds."""
     code = "import time; t = time.perf_counter(); import llmmath; print(time.perf_counter() - t)"
     return statistics.median(
-        float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                             text=True, cwd=ROOT).stdout) for _ in range(REPEATS))
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code],
+                check=True,
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+            ).stdout
+        )
+        for _ in range(REPEATS)
+    )
 
 
 def chapter_time(path: Path) -> float:
     """Seconds to execute a chapter top to bottom in a fresh kernel (start-up excluded)."""
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     with client.setup_kernel():
         start = time.perf_counter()
         for index, cell in enumerate(nb.cells):
@@ -56,7 +69,10 @@ def chapter_time(path: Path) -> float:
 
 #: Each explorer and one control change that makes it recompute and redraw.
 WIDGETS = {
-    "ParamExplorer": ("ParamExplorer('llama-2-7b')", "explorer.sizes['num_hidden_layers']"),
+    "ParamExplorer": (
+        "ParamExplorer('llama-2-7b')",
+        "explorer.sizes['num_hidden_layers']",
+    ),
     "AttentionExplorer": ("AttentionExplorer()", "explorer.seq_len"),
     "ServingExplorer": ("ServingExplorer()", "explorer.batch"),
     "RotaryExplorer": ("RotaryExplorer()", "explorer.position"),
@@ -76,23 +92,36 @@ def widget_time(name: str) -> float:
         "    times.append(time.perf_counter() - start)\nprint(statistics.median(times))",
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(ROOT)}},
+    ).execute()
     return float(nb.cells[-1].outputs[0]["text"])
 
 
 def report(label: str, seconds: float, target: float) -> None:
     verdict = "ok" if seconds < target else "OVER TARGET"
-    print(f"{label:<52} {seconds * 1000:8.1f} ms   target < {target * 1000:.0f} ms   {verdict}")
+    print(
+        f"{label:<52} {seconds * 1000:8.1f} ms   target < {target * 1000:.0f} ms   {verdict}"
+    )
 
 
 def main() -> None:
     print(f"python {sys.version.split()[0]}, median of {REPEATS} runs where repeated\n")
     for preset in ("llama-2-7b", "gpt2"):
-        report(f"python -m llmmath params {preset} --json",
-               whole_process([sys.executable, "-m", "llmmath", "params", preset, "--json"]), 0.3)
+        report(
+            f"python -m llmmath params {preset} --json",
+            whole_process(
+                [sys.executable, "-m", "llmmath", "params", preset, "--json"]
+            ),
+            0.3,
+        )
     report("import llmmath", import_time(), 0.2)
-    for path in sorted((ROOT / "chapters").glob("*.ipynb")) + sorted((ROOT / "book").glob("*.ipynb")):
+    for path in sorted((ROOT / "chapters").glob("*.ipynb")) + sorted(
+        (ROOT / "book").glob("*.ipynb")
+    ):
         report(f"chapter {path.name}", chapter_time(path), 10.0)
     for name in WIDGETS:
         report(f"{name} recompute and redraw", widget_time(name), 0.05)
