@@ -91,36 +91,53 @@ def format_table(name: str, counts: ParamCount) -> str:
     return "\n".join(lines)
 
 
+def params_report(name: str, cfg: ModelConfig) -> dict:
+    """What ``params --json`` prints: the model's name and `ParamCount.as_dict` (parameters;
+    ``"total"`` is the exact count, ``"active"`` the parameters one token uses)."""
+    return {"model": name, **count_params(cfg).as_dict()}
+
+
 def _params(args: argparse.Namespace) -> int:
     name, cfg = resolve(args.model)
     counts = count_params(cfg)
     if args.json:
-        print(json.dumps({"model": name, **counts.as_dict()}, indent=2))
+        print(json.dumps(params_report(name, cfg), indent=2))
     else:
         print(format_table(name, counts))
     return 0
 
 
-def _kv_cache(args: argparse.Namespace) -> int:
-    name, cfg = resolve(args.model)
-    dtype_bits(args.dtype)  # refuse an unknown dtype first
-    total = kv_cache_bytes(cfg, args.batch, args.seq_len, args.dtype)
-    per_token = kv_cache_bytes_per_token(cfg, args.dtype)
-    cached = cached_tokens(cfg, args.seq_len)
-    result = {
+def kv_cache_report(
+    name: str, cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
+) -> dict:
+    """What ``kv-cache --json`` prints: ``"bytes"`` for the whole batch and
+    ``"bytes_per_token"`` of one sequence (`llmmath.kvcache`), with the sizes they follow from.
+
+    Raises:
+        ConfigError: an unknown ``dtype``, or a length or batch that is not a positive int.
+    """
+    dtype_bits(dtype)  # refuse an unknown dtype first
+    return {
         "model": name,
-        "bytes": total,
-        "bytes_per_token": per_token,
-        "batch": args.batch,
-        "seq_len": args.seq_len,
-        "cached_tokens": cached,
+        "bytes": kv_cache_bytes(cfg, batch, seq_len, dtype),
+        "bytes_per_token": kv_cache_bytes_per_token(cfg, dtype),
+        "batch": batch,
+        "seq_len": seq_len,
+        "cached_tokens": cached_tokens(cfg, seq_len),
         "sliding_window": cfg.sliding_window,
-        "dtype": args.dtype,
+        "dtype": dtype,
         "num_hidden_layers": cfg.num_hidden_layers,
         "num_key_value_heads": cfg.num_key_value_heads,
         "head_dim": cfg.head_dim,
         "formula": "2 * L * batch * cached_tokens * n_kv * d_h * bytes_per_element",
     }
+
+
+def _kv_cache(args: argparse.Namespace) -> int:
+    name, cfg = resolve(args.model)
+    result = kv_cache_report(name, cfg, args.seq_len, args.batch, args.dtype)
+    total, per_token = result["bytes"], result["bytes_per_token"]
+    cached = result["cached_tokens"]
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -144,23 +161,26 @@ def _number(value):
     return int(value) if value.denominator == 1 else float(value)
 
 
-def _flops(args: argparse.Namespace) -> int:
+def flops_report(
+    name: str, cfg: ModelConfig, seq_len: int, attention: str = "causal"
+) -> dict:
+    """What ``flops --json`` prints: ``"forward_flops_per_token"`` (FLOPs) and its parts
+    (`llmmath.flops.forward_flops_per_token`), with the literature's conventions."""
     from fractions import Fraction
 
     from llmmath.flops import CONVENTIONS, forward_flops_per_token
 
-    name, cfg = resolve(args.model)
-    f = forward_flops_per_token(cfg, args.seq_len, args.attention)
+    f = forward_flops_per_token(cfg, seq_len, attention)
     averaging = (
         "full: every token against all T keys, 4*L*T*n_h*d_h per token"
-        if args.attention == "full"
-        else "causal: token i (1-based) reads i keys (at most sliding_window), averaged over "
-        "the T positions of the sequence: 4*L*n_h*d_h*pairs/T"
+        if attention == "full"
+        else "causal: token i (1-based) reads i keys (at most sliding_window), averaged "
+        "over the T positions of the sequence: 4*L*n_h*d_h*pairs/T"
     )
-    result = {
+    return {
         "model": name,
-        "seq_len": args.seq_len,
-        "attention": args.attention,
+        "seq_len": seq_len,
+        "attention": attention,
         "forward_flops_per_token": _number(f.total),
         "forward_flops_per_token_exact": str(f.total),
         "parts": {
@@ -171,12 +191,21 @@ def _flops(args: argparse.Namespace) -> int:
         },
         "matmul_flops_per_token": f.matmul,
         "averaging": averaging,
-        "counted": "2 x every matmul weight (LM head included, tied or not) + QK^T and AV; the "
-        "embedding lookup, biases, norms, activations and softmax are not counted",
+        "counted": "2 x every matmul weight (LM head included, tied or not) + QK^T and "
+        "AV; the embedding lookup, biases, norms, activations and softmax are not counted",
         "conventions": {
-            k: _number(Fraction(fn(cfg, args.seq_len))) for k, fn in CONVENTIONS.items()
+            k: _number(Fraction(fn(cfg, seq_len))) for k, fn in CONVENTIONS.items()
         },
     }
+
+
+def _flops(args: argparse.Namespace) -> int:
+    from llmmath.flops import forward_flops_per_token
+
+    name, cfg = resolve(args.model)
+    f = forward_flops_per_token(cfg, args.seq_len, args.attention)
+    result = flops_report(name, cfg, args.seq_len, args.attention)
+    averaging = result["averaging"]
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

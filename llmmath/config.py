@@ -17,6 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from llmmath.errors import ConfigError, check_positive_int
+from llmmath.ffn import minimind_intermediate_size
+
+__all__ = ["ConfigError", "ModelConfig", "RopeScaling", "check_positive_int"]
+
 SUPPORTED_MODEL_TYPES = (
     "llama",
     "mistral",
@@ -30,10 +35,6 @@ NORM_TYPES = ("rmsnorm", "layernorm")
 MLP_TYPES = ("gated", "plain")
 POSITION_TYPES = ("rope", "learned")
 ACTIVATIONS = ("silu", "gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot be counted; the message names the field and the rule."""
 
 
 ROPE_SCALING_TYPES = ("linear", "llama3")
@@ -87,14 +88,6 @@ class RopeScaling:
                         f"rope_scaling.{name} is missing; rope_type llama3 needs it"
                     )
         return scaling
-
-
-def check_positive_int(name: str, value: Any) -> None:
-    """Raise `ConfigError` naming ``name`` unless ``value`` is a positive ``int`` (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-    if value <= 0:
-        raise ConfigError(f"{name} must be a positive integer, got {value}")
 
 
 def _boolean(name: str, value: Any) -> None:
@@ -320,18 +313,32 @@ def _load_json(source: str | os.PathLike | Mapping[str, Any]) -> Mapping[str, An
     path = os.fspath(source)
     try:
         with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
+            text = f.read()
     except FileNotFoundError:
         raise ConfigError(f"config file {path!r} does not exist") from None
     except IsADirectoryError:
         raise ConfigError(
             f"config file {path!r} is a directory, not a config.json"
         ) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError as e:
         raise ConfigError(f"config file {path!r} is not valid JSON ({e})") from None
+    return parse_config_text(text, f"config file {path!r}")
+
+
+def parse_config_text(text: str, source: str = "the pasted config.json") -> dict:
+    """Parse the text of a ``config.json`` into a dict: the one JSON reader of the CLI
+    (files) and the browser calculator (pasted text).
+
+    Raises:
+        ConfigError: naming ``source``, when the text is not JSON or not a JSON object.
+    """
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{source} is not valid JSON ({e})") from None
     if not isinstance(raw, dict):
         raise ConfigError(
-            f"config file {path!r} must hold a JSON object, got {type(raw).__name__}"
+            f"{source} must hold a JSON object, got {type(raw).__name__}"
         )
     return raw
 
@@ -395,8 +402,6 @@ def _rope_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
 
 def _minimind_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
     """MiniMind's ``MiniMindConfig`` (model/model_minimind.py), tied embeddings always."""
-    from llmmath.ffn import minimind_intermediate_size
-
     fields = {
         name: _required(raw, name, model_type)
         for name in (
