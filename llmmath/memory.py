@@ -23,6 +23,54 @@ def weight_bytes(cfg: ModelConfig, dtype: str = "bf16") -> int:
     return bytes_of(count_params(cfg).total, dtype)
 
 
+#: An "80 GB" GPU as the book counts it when it asks what fits: 80·10⁹ bytes. Both
+#: 80 GB parts report more (A100: 81920 MiB, H100: 81559 MiB; `llmmath.roofline.GPUS`),
+#: so what fits by this rule fits on either, before the runtime takes its share.
+GPU_80GB = 80 * 10**9
+
+
+def quantized_weight_bytes(
+    cfg: ModelConfig,
+    bits: int = 4,
+    group_size: int = 128,
+    scale_dtype: str = "bf16",
+    kept_dtype: str = "bf16",
+) -> dict[str, int]:
+    """Bytes of a weight-only quantized checkpoint, item by item (GPTQ/AWQ style).
+
+    Every 2-D matrix of the blocks is stored in ``bits``-bit integers with one
+    ``scale_dtype`` scale per ``group_size`` consecutive weights of a row (rows padded
+    to whole groups); the embedding, the LM head, the norms and any biases stay in
+    ``kept_dtype``. Zero points (asymmetric formats) are not counted. Keys:
+    ``"quantized weights"``, ``"scales"``, ``"embedding and LM head"`` and
+    ``"norms and biases"``. Explained in chapter 9 (*Memory and speed*).
+
+    Raises:
+        ConfigError: ``bits`` or ``group_size`` not a positive integer, or an unknown
+            dtype.
+    """
+    check_positive_int("bits", bits)
+    check_positive_int("group_size", group_size)
+    counts = count_params(cfg)
+    weights = scales = vocab = small = 0
+    for t in counts.tensors:
+        n = counts.total_of(t)
+        if t.group in ("embedding", "lm_head"):
+            vocab += n
+        elif len(t.shape) == 2 and t.name.endswith(".weight"):
+            width = t.shape[-1]  # torch stores (out, in); a group runs along a row
+            weights += n
+            scales += n // width * -(-width // group_size)  # rows of all layers/experts
+        else:
+            small += n
+    return {
+        "quantized weights": -(-weights * bits // 8),
+        "scales": bytes_of(scales, scale_dtype),
+        "embedding and LM head": bytes_of(vocab, kept_dtype),
+        "norms and biases": bytes_of(small, kept_dtype),
+    }
+
+
 @dataclass(frozen=True)
 class ServingFit:
     """Whether a model and its cache fit in ``gpu_bytes``, and the largest batch and context.

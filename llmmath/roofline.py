@@ -32,7 +32,7 @@ class GPU:
     name: str
     peak_flops: float  # FLOP/s, dense BF16 tensor cores
     bandwidth: float  # bytes/s of HBM
-    memory: int  # bytes
+    memory: int  # bytes, as nvidia-smi reports them; what fits uses memory.GPU_80GB
     source: str
 
     @property
@@ -46,17 +46,17 @@ GPUS = {
         "A100-SXM4-80GB",
         312e12,
         2.039e12,
-        80 * 2**30,
+        81920 * 2**20,
         "NVIDIA A100 datasheet: 312 TFLOPS BF16 dense, 2,039 GB/s HBM2e; "
-        "'80GB' of HBM is 80 GiB (nvidia-smi: 81920 MiB)",
+        "memory as nvidia-smi reports it: 81920 MiB (80 GiB)",
     ),
     "H100-SXM5-80GB": GPU(
         "H100-SXM5-80GB",
         989.4e12,
         3.35e12,
-        80 * 2**30,
+        81559 * 2**20,
         "NVIDIA H100 datasheet: 1,979 TFLOPS BF16 with sparsity (989.4 dense), "
-        "3.35 TB/s HBM3; '80GB' of HBM is 80 GiB (nvidia-smi: 81920 MiB)",
+        "3.35 TB/s HBM3; memory as nvidia-smi reports it: 81559 MiB",
     ),
 }
 
