@@ -88,3 +88,16 @@ def test_gpu_memory_as_reported_and_the_80gb_rule():
     assert GPUS["H100-SXM5-80GB"].memory == 81559 * 2**20  # nvidia-smi: 81559 MiB
     assert GPU_80GB == 80 * 10**9
     assert all(GPU_80GB < gpu.memory for gpu in GPUS.values())
+
+
+def test_minimind_counts_are_labelled_computed():
+    """MiniMind's README prints only 26M, 104M and 145M; the exact counts come from
+    running its training script, so the presets label them computed."""
+    readme = {"minimind2-small": 26, "minimind2": 104, "minimind2-moe": 145}
+    for name, millions in readme.items():
+        preset = presets.get(name)
+        assert preset.params_kind == "computed"
+        assert round(preset.published_params / 10**6) == millions
+        assert preset.published_label == f"{millions}M"
+    others = [n for n in presets.names() if n not in readme]
+    assert all(presets.get(n).params_kind == "published" for n in others)

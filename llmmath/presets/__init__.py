@@ -33,6 +33,9 @@ class Preset:
     published_label: str
     published_source: str
     hf_config: dict[str, Any]
+    #: "published" if the publishers print the exact count, "computed" if it comes
+    #: from running their code (MiniMind's training script; its README says "26M").
+    params_kind: str = "published"
 
     @property
     def config(self) -> ModelConfig:
@@ -72,6 +75,7 @@ def get(name: str) -> Preset:
         published_label=raw["published_label"],
         published_source=raw["published_source"],
         hf_config=raw["config"],
+        params_kind=raw.get("params_kind", "published"),
     )
 
 
