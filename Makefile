@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 CHROMEDRIVER := /usr/bin/chromedriver
 
-.PHONY: book test browser serve benchmark clean
+.PHONY: book test browser serve benchmark lab setup clean
 
 book: $(STAMP)  ## build the book into _build/html (from the stored notebook outputs)
 	$(BIN)/jupyter-book build . --builder html
@@ -29,6 +29,11 @@ browser:
 	  && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver fonts-wqy-microhei >/dev/null; \
 	then echo "installed $$($(CHROMIUM) --version 2>/dev/null)"; \
 	else echo "note: could not install chromium + chromium-driver with apt-get; tests/test_browser.py will skip (fail under CI)"; fi
+
+setup: $(STAMP)  ## create .venv and install the pinned requirements and llmmath (nothing else)
+
+lab: $(STAMP)  ## open the book in JupyterLab (the chapters with llmmath's kernel)
+	$(BIN)/jupyter lab --notebook-dir=. chapters/01_parameters.ipynb
 
 serve: ## serve the built book on http://localhost:8000
 	$(BIN)/python -m http.server --directory _build/html 8000

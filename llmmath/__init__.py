@@ -1,9 +1,10 @@
-"""llmmath: the companion package of *LLM Math*, an interactive textbook on the arithmetic of
-decoder-only language models (parameters, FLOPs and bytes).
+"""llmmath: the companion package of *LLM Math*, an interactive textbook on the
+arithmetic of decoder-only language models (parameters, FLOPs and bytes).
 
-Importing the package is light: the configuration, presets and exact counting need only the
-standard library. SymPy (`llmmath.formulas`), torch (`llmmath.modules`), matplotlib
-(`llmmath.plots`) and ipywidgets (`llmmath.widgets`) load only when their module is imported.
+Importing the package is light: the configuration, presets and exact counting need only
+the standard library. SymPy (`llmmath.formulas`), torch (`llmmath.modules`), matplotlib
+(`llmmath.plots`) and ipywidgets (`llmmath.widgets`) load only when their module is
+imported.
 """
 
 from llmmath import presets

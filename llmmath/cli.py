@@ -1,17 +1,17 @@
 """Command line.
 
-``python -m llmmath params <preset | config.json> [--json]``: the exact parameter breakdown.
-``python -m llmmath kv-cache <preset | config.json> --seq-len T [--batch B] [--dtype bf16] [--json]``:
-the KV cache in bytes.
-``python -m llmmath flops <preset | config.json> --seq-len T [--attention causal|full] [--json]``:
-forward FLOPs per token.
-``python -m llmmath coursework handout --students roster.txt --out DIR [CHAPTER ...]``: one
-coursework notebook per student and chapter; ``coursework key --student ID [CHAPTER ...]``: that
-student's answers; ``coursework editions --out coursework``: the blank editions.
+``python -m llmmath params <preset | config.json> [--json]``: the exact parameter
+breakdown. ``python -m llmmath kv-cache <preset | config.json> --seq-len T [--batch B]
+[--dtype bf16] [--json]``: the KV cache in bytes. ``python -m llmmath flops <preset |
+config.json> --seq-len T [--attention causal|full] [--json]``: forward FLOPs per token.
+``python -m llmmath coursework handout --students roster.txt --out DIR [CHAPTER ...]``:
+one coursework notebook per student and chapter; ``coursework key --student ID [CHAPTER
+...]``: that student's answers; ``coursework editions --out coursework``: the blank
+editions.
 
-MODEL is a preset name or the path of a Hugging Face ``config.json``. Bad input exits with status
-2 and one line on stderr, never a traceback. These paths import neither torch nor SymPy, so they
-answer in a fraction of a second.
+MODEL is a preset name or the path of a Hugging Face ``config.json``. Bad input exits
+with status 2 and one line on stderr, never a traceback. These paths import neither
+torch nor SymPy, so they answer in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def resolve(model: str) -> tuple[str, ModelConfig]:
 
 
 def format_table(name: str, counts: ParamCount) -> str:
-    """The human-readable breakdown: tensor, formula, exact count, share of the total."""
+    """The human-readable breakdown: tensor, formula, exact count, share of total."""
     total = counts.total
     rows = [(t.name, t.formula, counts.total_of(t)) for t in counts.tensors]
     if counts.tie_word_embeddings:
@@ -92,8 +92,9 @@ def format_table(name: str, counts: ParamCount) -> str:
 
 
 def params_report(name: str, cfg: ModelConfig) -> dict:
-    """What ``params --json`` prints: the model's name and `ParamCount.as_dict` (parameters;
-    ``"total"`` is the exact count, ``"active"`` the parameters one token uses)."""
+    """What ``params --json`` prints: the model's name and `ParamCount.as_dict`
+    (parameters; ``"total"`` is the exact count, ``"active"`` the parameters one token
+    uses)."""
     return {"model": name, **count_params(cfg).as_dict()}
 
 
@@ -111,10 +112,12 @@ def kv_cache_report(
     name: str, cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
 ) -> dict:
     """What ``kv-cache --json`` prints: ``"bytes"`` for the whole batch and
-    ``"bytes_per_token"`` of one sequence (`llmmath.kvcache`), with the sizes they follow from.
+    ``"bytes_per_token"`` of one sequence (`llmmath.kvcache`), with the sizes they
+    follow from.
 
     Raises:
-        ConfigError: an unknown ``dtype``, or a length or batch that is not a positive int.
+        ConfigError: an unknown ``dtype``, or a length or batch that is not a positive
+        int.
     """
     dtype_bits(dtype)  # refuse an unknown dtype first
     return {
@@ -147,9 +150,11 @@ def _kv_cache(args: argparse.Namespace) -> int:
         else ""
     )
     print(
-        f"{name}: KV cache for batch {args.batch} x {args.seq_len:,} tokens in {args.dtype}{window}\n"
-        f"  2 x L x b x t x n_kv x d_h x bytes = 2 x {cfg.num_hidden_layers} x {args.batch} x "
-        f"{cached:,} x {cfg.num_key_value_heads} x {cfg.head_dim} x {dtype_bits(args.dtype)}/8\n"
+        f"{name}: KV cache for batch {args.batch} x {args.seq_len:,} tokens "
+        f"in {args.dtype}{window}\n"
+        f"  2 x L x b x t x n_kv x d_h x bytes = 2 x {cfg.num_hidden_layers} "
+        f"x {args.batch} x {cached:,} x {cfg.num_key_value_heads} x {cfg.head_dim} "
+        f"x {dtype_bits(args.dtype)}/8\n"
         f"  = {total:,} bytes = {human_bytes(total)}\n"
         f"  per token (one sequence): {per_token:,} bytes"
     )
@@ -174,8 +179,8 @@ def flops_report(
     averaging = (
         "full: every token against all T keys, 4*L*T*n_h*d_h per token"
         if attention == "full"
-        else "causal: token i (1-based) reads i keys (at most sliding_window), averaged "
-        "over the T positions of the sequence: 4*L*n_h*d_h*pairs/T"
+        else "causal: token i (1-based) reads i keys (at most sliding_window), "
+        "averaged over the T positions of the sequence: 4*L*n_h*d_h*pairs/T"
     )
     return {
         "model": name,
@@ -191,8 +196,9 @@ def flops_report(
         },
         "matmul_flops_per_token": f.matmul,
         "averaging": averaging,
-        "counted": "2 x every matmul weight (LM head included, tied or not) + QK^T and "
-        "AV; the embedding lookup, biases, norms, activations and softmax are not counted",
+        "counted": "2 x every matmul weight (LM head included, tied or not) + QK^T "
+        "and AV; the embedding lookup, biases, norms, activations and softmax are not "
+        "counted",
         "conventions": {
             k: _number(Fraction(fn(cfg, seq_len))) for k, fn in CONVENTIONS.items()
         },
@@ -216,7 +222,8 @@ def _flops(args: argparse.Namespace) -> int:
         ("QK^T and AV", f.attention),
     ]
     print(
-        f"{name}: forward FLOPs per token at T = {args.seq_len:,} ({args.attention} attention)"
+        f"{name}: forward FLOPs per token at T = {args.seq_len:,} "
+        f"({args.attention} attention)"
     )
 
     def show(value) -> str:
@@ -302,8 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
         "params",
         _params,
         "parameter breakdown of a preset or a config.json",
-        f"Exact parameter breakdown. MODEL is a preset name ({', '.join(presets.names())}) "
-        "or a path to a config.json.",
+        "Exact parameter breakdown. MODEL is a preset name "
+        f"({', '.join(presets.names())}) or a path to a config.json.",
     )
     k = command(
         "kv-cache",

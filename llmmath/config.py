@@ -1,9 +1,9 @@
 """Model configuration: the shapes every count in the book starts from.
 
-`ModelConfig` uses the field names of Hugging Face ``config.json`` files so a reader can paste a
-real config. `ModelConfig.from_hf_config` reads one for the model types in `SUPPORTED_MODEL_TYPES`
-and refuses any other by name: a count for an architecture the package does not model would be a
-wrong number, not an approximation.
+`ModelConfig` uses the field names of Hugging Face ``config.json`` files so a reader can
+paste a real config. `ModelConfig.from_hf_config` reads one for the model types in
+`SUPPORTED_MODEL_TYPES` and refuses any other by name: a count for an architecture the
+package does not model would be a wrong number, not an approximation.
 
 Explained in the chapter *Counting parameters* (``chapters/01_parameters.ipynb``).
 """
@@ -44,9 +44,10 @@ ROPE_SCALING_TYPES = ("linear", "llama3")
 class RopeScaling:
     """A config's ``rope_scaling`` (context extension of RoPE; no effect on any count).
 
-    ``rope_type`` ``"linear"`` (position interpolation) and ``"llama3"`` (Llama 3.1) are applied
-    by the reference attention (`llmmath.rope.scaled_inv_freq`); other types (``"yarn"``,
-    ``"dynamic"``, ...) are kept by name and refused there, never approximated.
+    ``rope_type`` ``"linear"`` (position interpolation) and ``"llama3"`` (Llama 3.1) are
+    applied by the reference attention (`llmmath.rope.scaled_inv_freq`); other types
+    (``"yarn"``, ``"dynamic"``, ...) are kept by name and refused there, never
+    approximated.
     """
 
     rope_type: str
@@ -108,22 +109,25 @@ class ModelConfig:
     ``vocab_size`` = V, ``intermediate_size`` = I, ``num_attention_heads`` = n_h,
     ``num_key_value_heads`` = n_kv, ``head_dim`` = d_h (see the notation page).
 
-    ``num_key_value_heads`` defaults to ``num_attention_heads`` (MHA); ``head_dim`` defaults to
-    ``hidden_size // num_attention_heads`` and may differ from it when given (Qwen3, Gemma).
-    Biases: ``qkv_bias`` on q/k/v projections, ``o_proj_bias`` on the output projection,
-    ``mlp_bias`` on every FFN matrix. ``norm_type`` is ``"rmsnorm"`` (weight only) or
-    ``"layernorm"`` (weight and bias). ``mlp_type`` is ``"gated"`` (gate, up, down: SwiGLU with
-    ``hidden_act="silu"``) or ``"plain"`` (up, down: GPT-2's GELU MLP). ``position_embedding_type``
-    is ``"rope"`` (no parameters) or ``"learned"`` (a ``max_position_embeddings`` × H table).
-    ``qk_norm`` adds Qwen3's per-head RMSNorm (d_h weights each) on queries and keys.
-    Mixture of experts: ``num_local_experts`` routed experts (E, each a gated FFN of size I), of
-    which a router picks ``num_experts_per_tok`` (k) per token, plus ``n_shared_experts`` (S)
-    that every token uses (DeepSeekMoE, MiniMind). None/0 for a dense FFN. ``norm_topk_prob``:
-    renormalise the k router weights to sum to 1 (Mixtral always; MiniMind when k > 1).
+    ``num_key_value_heads`` defaults to ``num_attention_heads`` (MHA); ``head_dim``
+    defaults to ``hidden_size // num_attention_heads`` and may differ from it when given
+    (Qwen3, Gemma). Biases: ``qkv_bias`` on q/k/v projections, ``o_proj_bias`` on the
+    output projection, ``mlp_bias`` on every FFN matrix. ``norm_type`` is ``"rmsnorm"``
+    (weight only) or ``"layernorm"`` (weight and bias). ``mlp_type`` is ``"gated"``
+    (gate, up, down: SwiGLU with ``hidden_act="silu"``) or ``"plain"`` (up, down:
+    GPT-2's GELU MLP). ``position_embedding_type`` is ``"rope"`` (no parameters) or
+    ``"learned"`` (a ``max_position_embeddings`` × H table). ``qk_norm`` adds Qwen3's
+    per-head RMSNorm (d_h weights each) on queries and keys. Mixture of experts:
+    ``num_local_experts`` routed experts (E, each a gated FFN of size I), of which a
+    router picks ``num_experts_per_tok`` (k) per token, plus ``n_shared_experts`` (S)
+    that every token uses (DeepSeekMoE, MiniMind). None/0 for a dense FFN.
+    ``norm_topk_prob``: renormalise the k router weights to sum to 1 (Mixtral always;
+    MiniMind when k > 1).
 
     Raises:
-        ConfigError (a ``ValueError``): a field breaks a rule; the message names the field and
-        the rule, e.g. ``num_attention_heads (32) must be divisible by num_key_value_heads (5)``.
+        ConfigError (a ``ValueError``): a field breaks a rule; the message names the
+        field and the rule, e.g. ``num_attention_heads (32) must be divisible by
+        num_key_value_heads (5)``.
     """
 
     vocab_size: int
@@ -173,14 +177,15 @@ class ModelConfig:
             )
         if self.num_attention_heads % self.num_key_value_heads:
             raise ConfigError(
-                f"num_attention_heads ({self.num_attention_heads}) must be divisible by "
-                f"num_key_value_heads ({self.num_key_value_heads})"
+                f"num_attention_heads ({self.num_attention_heads}) must be divisible "
+                f"by num_key_value_heads ({self.num_key_value_heads})"
             )
         if self.head_dim is None:
             if self.hidden_size % self.num_attention_heads:
                 raise ConfigError(
-                    f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
-                    f"({self.num_attention_heads}) when head_dim is not given"
+                    f"hidden_size ({self.hidden_size}) must be divisible by "
+                    f"num_attention_heads ({self.num_attention_heads}) when head_dim "
+                    "is not given"
                 )
             object.__setattr__(
                 self, "head_dim", self.hidden_size // self.num_attention_heads
@@ -248,14 +253,16 @@ class ModelConfig:
 
     @property
     def group_size(self) -> int:
-        """g = n_h / n_kv: query heads that share one key/value head (1 for MHA, n_h for MQA)."""
+        """g = n_h / n_kv: query heads that share one key/value head (1 for MHA, n_h for
+        MQA)."""
         return self.num_attention_heads // self.num_key_value_heads
 
     def replace(self, **changes: Any) -> ModelConfig:
         """A copy with some fields changed, validated again.
 
-        A changed ``hidden_size`` or ``num_attention_heads`` re-derives ``head_dim`` unless
-        ``head_dim`` is among the changes; likewise ``num_key_value_heads`` is kept as given.
+        A changed ``hidden_size`` or ``num_attention_heads`` re-derives ``head_dim``
+        unless ``head_dim`` is among the changes; likewise ``num_key_value_heads`` is
+        kept as given.
         """
         if (
             "hidden_size" in changes or "num_attention_heads" in changes
@@ -269,30 +276,37 @@ class ModelConfig:
     ) -> ModelConfig:
         """Read a Hugging Face ``config.json`` (a path or an already-parsed dict).
 
-        Follows each model type's configuration class and modeling file in ``transformers``:
+        Follows each model type's configuration class and modeling file in
+        ``transformers``:
 
-        - ``llama``: ``attention_bias`` puts biases on q, k, v and o; ``mlp_bias`` on the FFN;
-          ``tie_word_embeddings`` defaults to false.
-        - ``mistral``: no biases anywhere (hard-coded in ``MistralAttention``/``MistralMLP``);
-          ``sliding_window`` is read; untied by default.
-        - ``qwen2``: q/k/v biased and o not (hard-coded in ``Qwen2Attention``); untied by default.
+        - ``llama``: ``attention_bias`` puts biases on q, k, v and o; ``mlp_bias`` on
+          the FFN; ``tie_word_embeddings`` defaults to false.
+        - ``mistral``: no biases anywhere (hard-coded in
+          ``MistralAttention``/``MistralMLP``); ``sliding_window`` is read; untied by
+          default.
+        - ``qwen2``: q/k/v biased and o not (hard-coded in ``Qwen2Attention``); untied
+          by default.
         - ``qwen3``: ``attention_bias`` on q, k, v and o; per-head RMSNorm on q and k;
           ``head_dim`` defaults to 128, not H / n_h; untied by default.
-        - ``gpt2``: ``n_embd``, ``n_layer``, ``n_head``, ``n_positions``, ``n_inner`` (default 4H);
-          learned positions, LayerNorm with bias, biased projections, GELU MLP; tied by default.
-        - ``mixtral``: Mistral's attention, and ``num_local_experts`` (default 8) experts of which
-          ``num_experts_per_tok`` (default 2) run per token, with a bias-free router; untied.
-        - ``minimind`` (jingyaogong/minimind, the MiniMind2 release's ``MiniMindConfig``;
-          later upstream versions rename the MoE fields and are not read): Llama-like, always tied;
-          a missing ``intermediate_size`` is int(8H/3) rounded up to a multiple of 64; with
-          ``use_moe``, ``n_routed_experts`` (default 4), ``num_experts_per_tok`` (2) and
-          ``n_shared_experts`` (1).
+        - ``gpt2``: ``n_embd``, ``n_layer``, ``n_head``, ``n_positions``, ``n_inner``
+          (default 4H); learned positions, LayerNorm with bias, biased projections, GELU
+          MLP; tied by default.
+        - ``mixtral``: Mistral's attention, and ``num_local_experts`` (default 8)
+          experts of which ``num_experts_per_tok`` (default 2) run per token, with a
+          bias-free router; untied.
+        - ``minimind`` (jingyaogong/minimind, the MiniMind2 release's
+          ``MiniMindConfig``; later upstream versions rename the MoE fields and are not
+          read): Llama-like, always tied; a missing ``intermediate_size`` is int(8H/3)
+          rounded up to a multiple of 64; with ``use_moe``, ``n_routed_experts``
+          (default 4), ``num_experts_per_tok`` (2) and ``n_shared_experts`` (1).
 
-        A missing ``num_key_value_heads`` means MHA; an explicit ``head_dim`` is honoured.
+        A missing ``num_key_value_heads`` means MHA; an explicit ``head_dim`` is
+        honoured.
 
         Raises:
-            ConfigError: the file is missing or not JSON, ``model_type`` is absent or not one of
-            `SUPPORTED_MODEL_TYPES`, a required field is missing, or a value breaks a rule.
+            ConfigError: the file is missing or not JSON, ``model_type`` is absent or
+            not one of `SUPPORTED_MODEL_TYPES`, a required field is missing, or a value
+            breaks a rule.
         """
         raw = _load_json(source)
         model_type = raw.get("model_type")
@@ -337,9 +351,7 @@ def parse_config_text(text: str, source: str = "the pasted config.json") -> dict
     except json.JSONDecodeError as e:
         raise ConfigError(f"{source} is not valid JSON ({e})") from None
     if not isinstance(raw, dict):
-        raise ConfigError(
-            f"{source} must hold a JSON object, got {type(raw).__name__}"
-        )
+        raise ConfigError(f"{source} must hold a JSON object, got {type(raw).__name__}")
     return raw
 
 
@@ -401,7 +413,7 @@ def _rope_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
 
 
 def _minimind_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
-    """MiniMind's ``MiniMindConfig`` (model/model_minimind.py), tied embeddings always."""
+    """MiniMind's ``MiniMindConfig`` (model/model_minimind.py); always tied."""
     fields = {
         name: _required(raw, name, model_type)
         for name in (
@@ -445,7 +457,8 @@ def _minimind_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
 
 
 def _rope_theta(raw: Mapping[str, Any]) -> float:
-    """``rope_theta`` at the top level, or inside ``rope_parameters`` (transformers 5 configs)."""
+    """``rope_theta`` at the top level, or inside ``rope_parameters`` (transformers 5
+    configs)."""
     if raw.get("rope_theta") is not None:
         return raw["rope_theta"]
     nested = raw.get("rope_parameters")
@@ -455,7 +468,8 @@ def _rope_theta(raw: Mapping[str, Any]) -> float:
 
 
 def _rope_scaling(raw: Mapping[str, Any]) -> RopeScaling | None:
-    """``rope_scaling``, or ``rope_parameters`` (transformers 5 configs), as a `RopeScaling`."""
+    """``rope_scaling``, or ``rope_parameters`` (transformers 5 configs), as a
+    `RopeScaling`."""
     for key in ("rope_scaling", "rope_parameters"):
         value = raw.get(key)
         if value is not None:
@@ -466,7 +480,8 @@ def _rope_scaling(raw: Mapping[str, Any]) -> RopeScaling | None:
 
 
 def _sliding_window(raw: Mapping[str, Any], model_type: str) -> int | None:
-    """Mistral and Mixtral apply ``sliding_window`` when set; Qwen only with ``use_sliding_window``."""
+    """Mistral and Mixtral apply ``sliding_window`` when set; Qwen only with
+    ``use_sliding_window``."""
     if model_type in ("mistral", "mixtral"):
         return raw.get("sliding_window")
     if model_type in ("qwen2", "qwen3") and raw.get("use_sliding_window"):

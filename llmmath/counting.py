@@ -1,10 +1,11 @@
 """Exact parameter counts, tensor by tensor, from a `ModelConfig`.
 
-Every learnable tensor of the reference model (`llmmath.modules`) is listed with its shape in
-``torch`` order (``nn.Linear`` weights are ``(out_features, in_features)``), the same shape in the
-letters of the notation page, and whether it repeats in each of the L layers. Counts are Python
-``int``: exact, never rounded. `llmmath.formulas` turns the lettered shapes into SymPy formulas;
-the tests check the three agree with ``sum(p.numel())`` of the torch model.
+Every learnable tensor of the reference model (`llmmath.modules`) is listed with its
+shape in ``torch`` order (``nn.Linear`` weights are ``(out_features, in_features)``),
+the same shape in the letters of the notation page, and whether it repeats in each of
+the L layers. Counts are Python ``int``: exact, never rounded. `llmmath.formulas` turns
+the lettered shapes into SymPy formulas; the tests check the three agree with
+``sum(p.numel())`` of the torch model.
 
 Explained in the chapter *Counting parameters* (``chapters/01_parameters.ipynb``).
 """
@@ -19,16 +20,18 @@ from llmmath.config import ModelConfig
 GROUPS = ("embedding", "attention", "ffn", "norm", "lm_head")
 
 NON_EMBEDDING_CONVENTION = (
-    "non-embedding = total - token embedding - learned position embedding - untied LM head "
-    "(the convention of Kaplan et al. 2020, Sec. 2.1, and of the Qwen model cards)"
+    "non-embedding = total - token embedding - learned position embedding - untied "
+    "LM head (the convention of Kaplan et al. 2020, Sec. 2.1, and of the Qwen model "
+    "cards)"
 )
 
 
 @dataclass(frozen=True)
 class TensorCount:
-    """One learnable tensor: ``name`` as in the reference model's ``named_parameters()`` with
-    ``layers.{i}.`` dropped, its ``group`` (one of `GROUPS`), ``shape`` in torch order,
-    ``dims`` (the shape in notation letters), whether it repeats ``per_layer``, and its count."""
+    """One learnable tensor: ``name`` as in the reference model's ``named_parameters()``
+    with ``layers.{i}.`` dropped, its ``group`` (one of `GROUPS`), ``shape`` in torch
+    order, ``dims`` (the shape in notation letters), whether it repeats ``per_layer``,
+    and its count."""
 
     name: str
     group: str
@@ -40,14 +43,14 @@ class TensorCount:
 
     @property
     def numel(self) -> int:
-        """Parameters of the tensor in one layer: its shape times ``copies`` (E routed or S
-        shared experts, each holding one such tensor; 1 otherwise)."""
+        """Parameters of the tensor in one layer: its shape times ``copies`` (E routed
+        or S shared experts, each holding one such tensor; 1 otherwise)."""
         return math.prod(self.shape) * self.copies
 
     @property
     def formula(self) -> str:
-        """The count in letters, e.g. ``"L·n_kv·d_h·H"`` (multiplied by L when per layer, and by
-        E or S for experts' tensors)."""
+        """The count in letters, e.g. ``"L·n_kv·d_h·H"`` (multiplied by L when per
+        layer, and by E or S for experts' tensors)."""
         factors = (
             (("L",) if self.per_layer else ())
             + ((self.copies_dim,) if self.copies_dim else ())
@@ -81,14 +84,14 @@ class ParamCount:
         return sum(t.numel for t in self.tensors if t.per_layer)
 
     def by_group(self) -> dict[str, int]:
-        """Totals per group of `GROUPS` (``lm_head`` is 0 when tied to the embedding)."""
+        """Totals per group of `GROUPS` (``lm_head`` is 0 when tied)."""
         out = dict.fromkeys(GROUPS, 0)
         for t in self.tensors:
             out[t.group] += self.total_of(t)
         return out
 
     def shares(self) -> dict[str, float]:
-        """Each group's fraction of `total` (floats for display; the counts stay exact)."""
+        """Each group's fraction of `total` (floats for display; counts stay exact)."""
         return {g: n / self.total for g, n in self.by_group().items()}
 
     @property
@@ -98,8 +101,9 @@ class ParamCount:
 
     @property
     def active(self) -> int:
-        """Parameters used for one token: the total less the routed experts the router does not
-        pick, L·(E − k)·(one expert's parameters). Equal to `total` for a dense model."""
+        """Parameters used for one token: the total less the routed experts the router
+        does not pick, L·(E − k)·(one expert's parameters). Equal to `total` for a dense
+        model."""
         if not self.num_local_experts:
             return self.total
         idle = self.num_local_experts - self.num_experts_per_tok
@@ -110,13 +114,13 @@ class ParamCount:
 
     @property
     def non_embedding(self) -> int:
-        """Total less embeddings and an untied LM head: see `NON_EMBEDDING_CONVENTION`."""
+        """Total less embeddings and an untied LM head (`NON_EMBEDDING_CONVENTION`)."""
         groups = self.by_group()
         return self.total - groups["embedding"] - groups["lm_head"]
 
     def as_dict(self) -> dict:
-        """A JSON-ready summary: ``total``, ``non_embedding``, ``per_layer``, the groups, and
-        every tensor's whole-model count under ``components``."""
+        """A JSON-ready summary: ``total``, ``non_embedding``, ``per_layer``, the
+        groups, and every tensor's whole-model count under ``components``."""
         return {
             "total": self.total,
             "active": self.active,
@@ -133,13 +137,14 @@ class ParamCount:
 def weight_shapes(cfg: ModelConfig) -> tuple[TensorCount, ...]:
     """Every learnable tensor of the model `cfg` describes, with its shape.
 
-    Layout (Hugging Face's Llama/Qwen/GPT-2 modeling files, names as in `llmmath.modules`):
-    ``embed_tokens`` (V, H); ``embed_positions`` (P, H) for learned positions; per layer
-    ``input_layernorm``, ``self_attn.{q,k,v,o}_proj`` with optional biases, Qwen3's
-    ``self_attn.{q,k}_norm`` (d_h), ``post_attention_layernorm``, ``mlp.gate_proj`` (gated only),
-    ``mlp.up_proj``, ``mlp.down_proj`` — or, for a mixture of experts, ``mlp.router`` (E, H) and
-    ``mlp.experts.*`` / ``mlp.shared_experts.*`` (E or S copies of a gated FFN, one
-    `TensorCount` each with ``copies``); the final ``norm``; ``lm_head`` (V, H) unless tied.
+    Layout (Hugging Face's Llama/Qwen/GPT-2 modeling files, names as in
+    `llmmath.modules`): ``embed_tokens`` (V, H); ``embed_positions`` (P, H) for learned
+    positions; per layer ``input_layernorm``, ``self_attn.{q,k,v,o}_proj`` with optional
+    biases, Qwen3's ``self_attn.{q,k}_norm`` (d_h), ``post_attention_layernorm``,
+    ``mlp.gate_proj`` (gated only), ``mlp.up_proj``, ``mlp.down_proj`` — or, for a
+    mixture of experts, ``mlp.router`` (E, H) and ``mlp.experts.*`` /
+    ``mlp.shared_experts.*`` (E or S copies of a gated FFN, one `TensorCount` each with
+    ``copies``); the final ``norm``; ``lm_head`` (V, H) unless tied.
     """
     H, V, I = cfg.hidden_size, cfg.vocab_size, cfg.intermediate_size
     q_out, kv_out = (
@@ -230,10 +235,11 @@ def weight_shapes(cfg: ModelConfig) -> tuple[TensorCount, ...]:
 def count_params(cfg: ModelConfig) -> ParamCount:
     """The exact parameter count of ``cfg``, tensor by tensor.
 
-    Returns a `ParamCount`: ``.total`` equals ``sum(p.numel() for p in model.parameters())`` of
-    ``llmmath.modules.build_model(cfg)`` and of the Hugging Face model (a tied head counted once);
-    ``.non_embedding`` follows `NON_EMBEDDING_CONVENTION`; ``.by_group()`` and ``.tensors`` give
-    the breakdown. Units: parameters (not bytes).
+    Returns a `ParamCount`: ``.total`` equals ``sum(p.numel() for p in
+    model.parameters())`` of ``llmmath.modules.build_model(cfg)`` and of the Hugging
+    Face model (a tied head counted once); ``.non_embedding`` follows
+    `NON_EMBEDDING_CONVENTION`; ``.by_group()`` and ``.tensors`` give the breakdown.
+    Units: parameters (not bytes).
 
     Raises:
         TypeError: ``cfg`` is not a `ModelConfig` (build one with ``ModelConfig(...)``,

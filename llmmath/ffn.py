@@ -1,10 +1,11 @@
 """Feed-forward sizing: how real models choose the intermediate size I.
 
-A plain GELU MLP has two H × I matrices with I = 4H (Vaswani et al. 2017; GPT-2). A gated
-(SwiGLU) FFN has three, so I = 8H/3 keeps the parameter count equal: 2·H·4H = 3·H·(8H/3)
-(Shazeer 2020, Sec. 2). Real models then round I to a hardware-friendly multiple, each in its own
-way: `llama_intermediate_size` (Meta's ``llama/model.py``, ``FeedForward``) and
-`minimind_intermediate_size` (MiniMind's ``FeedForward``, note 003).
+A plain GELU MLP has two H × I matrices with I = 4H (Vaswani et al. 2017; GPT-2). A
+gated (SwiGLU) FFN has three, so I = 8H/3 keeps the parameter count equal: 2·H·4H =
+3·H·(8H/3) (Shazeer 2020, Sec. 2). Real models then round I to a hardware-friendly
+multiple, each in its own way: `llama_intermediate_size` (Meta's ``llama/model.py``,
+``FeedForward``) and `minimind_intermediate_size` (MiniMind's ``FeedForward``, note
+003).
 
 Explained in the chapter *The feed-forward network* (``chapters/04_ffn.ipynb``).
 """
@@ -12,8 +13,12 @@ Explained in the chapter *The feed-forward network* (``chapters/04_ffn.ipynb``).
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-from llmmath.config import ModelConfig, check_positive_int
+from llmmath.errors import check_positive_int
+
+if TYPE_CHECKING:  # config imports this module for MiniMind's sizing rule
+    from llmmath.config import ModelConfig
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -25,8 +30,8 @@ def round_up(value: int, multiple: int) -> int:
 def llama_intermediate_size(
     dim: int, multiple_of: int = 256, ffn_dim_multiplier: float | None = None
 ) -> int:
-    """Meta's rule: hidden = int(2·4·dim/3), times ``ffn_dim_multiplier`` (then int), rounded
-    up to a multiple of ``multiple_of``.
+    """Meta's rule: hidden = int(2·4·dim/3), times ``ffn_dim_multiplier`` (then int),
+    rounded up to a multiple of ``multiple_of``.
 
     ``llama_intermediate_size(4096, 256)`` → 11008 (Llama-2-7B);
     ``llama_intermediate_size(4096, 1024, 1.3)`` → 14336 (Llama-3-8B);
@@ -54,6 +59,6 @@ def ffn_ratio(cfg: ModelConfig) -> Fraction:
 
 
 def equivalent_plain_ratio(cfg: ModelConfig) -> Fraction:
-    """The ratio a plain two-matrix MLP would need for the same FFN weights (biases aside):
-    1.5·I/H for a gated FFN (3·H·I = 2·H·(1.5·I)), I/H for a plain one."""
+    """The ratio a plain two-matrix MLP would need for the same FFN weights (biases
+    aside): 1.5·I/H for a gated FFN (3·H·I = 2·H·(1.5·I)), I/H for a plain one."""
     return ffn_ratio(cfg) * (Fraction(3, 2) if cfg.mlp_type == "gated" else 1)

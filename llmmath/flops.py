@@ -1,17 +1,20 @@
-"""FLOP counts. A matmul of (m, k) by (k, n) costs 2·m·k·n FLOPs (one multiply and one add per
-term); elementwise work (softmax, norms, activations, biases) is left out here.
+"""FLOP counts. A matmul of (m, k) by (k, n) costs 2·m·k·n FLOPs (one multiply and one
+add per term); elementwise work (softmax, norms, activations, biases) is left out here.
 
 Attention over a sequence of t tokens, per layer:
 
 - projections: 2·t·(H·n_h·d_h + 2·H·n_kv·d_h + n_h·d_h·H), linear in t;
-- scores QKᵀ and the weighted sum AV: 2·n_h·d_h·t² each, quadratic in t. With the causal mask
-  only the t(t+1)/2 pairs (i, j ≤ i) are needed, which is what a causal kernel computes; a plain
-  matmul followed by a mask (as in `llmmath.modules.Attention`) computes all t².
+- scores QKᵀ and the weighted sum AV: 2·n_h·d_h·t² each, quadratic in t. With the causal
+  mask only the t(t+1)/2 pairs (i, j ≤ i) are needed, which is what a causal kernel
+  computes; a plain matmul followed by a mask (as in `llmmath.modules.Attention`)
+  computes all t².
 
-Kaplan et al. 2020, Table 1 (2·n_layer·n_ctx·d_attn per token for the context term); Megatron-LM's
-FLOP count (``num_floating_point_operations``) halves the t² term for the causal mask.
+Kaplan et al. 2020, Table 1 (2·n_layer·n_ctx·d_attn per token for the context term);
+Megatron-LM's FLOP count (``num_floating_point_operations``) halves the t² term for the
+causal mask.
 
-Explained in the chapter *Attention: MHA, GQA and MQA* (``chapters/03_attention.ipynb``).
+Explained in the chapter *Attention: MHA, GQA and MQA*
+(``chapters/03_attention.ipynb``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from llmmath.config import ConfigError, ModelConfig, check_positive_int
 class AttentionFlops:
     """Forward FLOPs of the attention blocks (all L layers) for one sequence.
 
-    ``projections`` (q, k, v, o), ``scores`` (QKᵀ) and ``weighted_sum`` (AV), all exact ints.
+    ``projections`` (q, k, v, o), ``scores`` (QKᵀ) and ``weighted_sum`` (AV), all exact
+    ints.
     """
 
     projections: int
@@ -44,8 +48,8 @@ class AttentionFlops:
 
 
 def attention_pairs(seq_len: int, causal: bool, window: int | None = None) -> int:
-    """Query–key pairs a length-t sequence computes: t² (full) or, causal, Σᵢ min(i, W) over
-    positions i = 1 … t, which is t(t+1)/2 without a window W."""
+    """Query–key pairs a length-t sequence computes: t² (full) or, causal, Σᵢ min(i, W)
+    over positions i = 1 … t, which is t(t+1)/2 without a window W."""
     check_positive_int("seq_len", seq_len)
     if not causal:
         return seq_len * seq_len
@@ -57,12 +61,14 @@ def attention_pairs(seq_len: int, causal: bool, window: int | None = None) -> in
 def attention_flops(
     cfg: ModelConfig, seq_len: int, causal: bool = False, batch: int = 1
 ) -> AttentionFlops:
-    """Forward FLOPs of all attention blocks for ``batch`` sequences of ``seq_len`` tokens.
+    """Forward FLOPs of all attention blocks for ``batch`` sequences of ``seq_len``
+    tokens.
 
-    ``causal=False`` counts every query–key pair, as the explicit matmuls of the reference module
-    do (and as `torch.utils.flop_counter.FlopCounterMode` measures them); ``causal=True`` counts
-    only the pairs a causal kernel needs, within ``cfg.sliding_window`` if the model has one.
-    Divide by ``batch · seq_len`` for FLOPs per token.
+    ``causal=False`` counts every query–key pair, as the explicit matmuls of the
+    reference module do (and as `torch.utils.flop_counter.FlopCounterMode` measures
+    them); ``causal=True`` counts only the pairs a causal kernel needs, within
+    ``cfg.sliding_window`` if the model has one. Divide by ``batch · seq_len`` for FLOPs
+    per token.
 
     Raises:
         ConfigError: ``seq_len`` or ``batch`` is not a positive integer.
@@ -93,9 +99,10 @@ def attention_flops(
 def decode_attention_flops(
     cfg: ModelConfig, context: int, batch: int = 1
 ) -> AttentionFlops:
-    """Attention FLOPs of one decode step with a KV cache: one new query per sequence against
-    the ``context`` keys up to and including its own (at most ``cfg.sliding_window``), all L
-    layers. Equals ``causal(context) − causal(context − 1)`` of `attention_flops`."""
+    """Attention FLOPs of one decode step with a KV cache: one new query per sequence
+    against the ``context`` keys up to and including its own (at most
+    ``cfg.sliding_window``), all L layers. Equals ``causal(context) − causal(context −
+    1)`` of `attention_flops`."""
     check_positive_int("context", context)
     check_positive_int("batch", batch)
     keys = min(context, cfg.sliding_window) if cfg.sliding_window else context
@@ -125,9 +132,10 @@ def _projection_weights(cfg: ModelConfig) -> int:
 
 
 def rope_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> int:
-    """FLOPs RoPE adds in a forward pass: ``x·cos + rotate_half(x)·sin`` on every query and key
-    element, 3 FLOPs each (two multiplies, one add; the sign flip and the cos/sin table, computed
-    once, are not counted): 3·(n_h + n_kv)·d_h per token per layer. Zero for learned positions."""
+    """FLOPs RoPE adds in a forward pass: ``x·cos + rotate_half(x)·sin`` on every query
+    and key element, 3 FLOPs each (two multiplies, one add; the sign flip and the
+    cos/sin table, computed once, are not counted): 3·(n_h + n_kv)·d_h per token per
+    layer. Zero for learned positions."""
     check_positive_int("seq_len", seq_len)
     check_positive_int("batch", batch)
     if cfg.position_embedding_type != "rope":
@@ -137,25 +145,27 @@ def rope_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> int:
 
 
 def lm_head_flops(cfg: ModelConfig, tokens: int = 1) -> int:
-    """FLOPs of the LM head for ``tokens`` tokens: 2·H·V each (tied or not: the matmul runs
-    either way). The embedding lookup before the first layer costs no FLOPs: it copies rows."""
+    """FLOPs of the LM head for ``tokens`` tokens: 2·H·V each (tied or not: the matmul
+    runs either way). The embedding lookup before the first layer costs no FLOPs: it
+    copies rows."""
     check_positive_int("tokens", tokens)
     return 2 * cfg.hidden_size * cfg.vocab_size * tokens
 
 
 def ffn_flops(cfg: ModelConfig, tokens: int = 1) -> int:
-    """Matmul FLOPs of the FFN blocks for ``tokens`` tokens: 2 × the FFN weights × tokens, all L
-    layers (gated: 2·3·H·I per layer and token; plain: 2·2·H·I). The activation and the gating
-    product (about I FLOPs each) are left out."""
+    """Matmul FLOPs of the FFN blocks for ``tokens`` tokens: 2 × the FFN weights ×
+    tokens, all L layers (gated: 2·3·H·I per layer and token; plain: 2·2·H·I). The
+    activation and the gating product (about I FLOPs each) are left out."""
     check_positive_int("tokens", tokens)
     return cfg.num_hidden_layers * tokens * 2 * _ffn_weights_per_token(cfg)
 
 
 def matmul_weights(cfg: ModelConfig) -> dict[str, int]:
-    """Weights one token multiplies by, by block: ``attention`` (q, k, v, o in all layers),
-    ``ffn`` (all layers; for a mixture of experts only the router and the k + S experts a token
-    uses) and ``lm_head`` (V·H, counted whether or not it is tied: the matmul runs either way).
-    The embedding lookup, biases and norms are not matmul weights."""
+    """Weights one token multiplies by, by block: ``attention`` (q, k, v, o in all
+    layers), ``ffn`` (all layers; for a mixture of experts only the router and the k + S
+    experts a token uses) and ``lm_head`` (V·H, counted whether or not it is tied: the
+    matmul runs either way). The embedding lookup, biases and norms are not matmul
+    weights."""
     return {
         "attention": cfg.num_hidden_layers * _projection_weights(cfg),
         "ffn": cfg.num_hidden_layers * _ffn_weights_per_token(cfg),
@@ -164,8 +174,8 @@ def matmul_weights(cfg: ModelConfig) -> dict[str, int]:
 
 
 def _ffn_weights_per_token(cfg: ModelConfig) -> int:
-    """FFN weights one token multiplies by in one layer: the FFN, or for a mixture of experts
-    the router (E·H) and its k routed plus S shared experts (3·H·I each)."""
+    """FFN weights one token multiplies by in one layer: the FFN, or for a mixture of
+    experts the router (E·H) and its k routed plus S shared experts (3·H·I each)."""
     one = (
         (3 if cfg.mlp_type == "gated" else 2) * cfg.hidden_size * cfg.intermediate_size
     )
@@ -178,8 +188,9 @@ def _ffn_weights_per_token(cfg: ModelConfig) -> int:
 
 @dataclass(frozen=True)
 class ForwardFlops:
-    """Forward FLOPs per token: ``matmul`` parts (2 × weights, exact ints) and ``attention``
-    (QKᵀ and AV, an exact `Fraction` because causal attention averages over positions)."""
+    """Forward FLOPs per token: ``matmul`` parts (2 × weights, exact ints) and
+    ``attention`` (QKᵀ and AV, an exact `Fraction` because causal attention averages
+    over positions)."""
 
     parts: dict[str, int] = field(default_factory=dict)
     attention: Fraction = Fraction(0)
@@ -201,16 +212,18 @@ def forward_flops_per_token(
 ) -> ForwardFlops:
     """Forward FLOPs per token of a length-``seq_len`` sequence.
 
-    2 × the weights of every matmul (`matmul_weights`: attention projections, FFN, LM head tied
-    or not; the embedding lookup is free; biases, norms, activations and softmax are not counted)
-    plus QKᵀ and AV. ``attention="full"``: every token against all T keys, 4·L·T·n_h·d_h per
-    token. ``"causal"``: token i (1-based) reads i keys (at most W with a sliding window), and the
-    count is averaged over the T positions: 4·L·n_h·d_h·pairs/T, which is 2·L·n_h·d_h·(T + 1)
-    without a window. Its matmul part ≈ 2N (Kaplan et al. 2020, Sec. 2.1), closest for tied
-    models: an untied model's N also counts the embedding table, which does no FLOPs.
+    2 × the weights of every matmul (`matmul_weights`: attention projections, FFN, LM
+    head tied or not; the embedding lookup is free; biases, norms, activations and
+    softmax are not counted) plus QKᵀ and AV. ``attention="full"``: every token against
+    all T keys, 4·L·T·n_h·d_h per token. ``"causal"``: token i (1-based) reads i keys
+    (at most W with a sliding window), and the count is averaged over the T positions:
+    4·L·n_h·d_h·pairs/T, which is 2·L·n_h·d_h·(T + 1) without a window. Its matmul part
+    ≈ 2N (Kaplan et al. 2020, Sec. 2.1), closest for tied models: an untied model's N
+    also counts the embedding table, which does no FLOPs.
 
     Raises:
-        ConfigError: ``seq_len`` not a positive integer, or ``attention`` not causal or full.
+        ConfigError: ``seq_len`` not a positive integer, or ``attention`` not causal or
+        full.
     """
     if attention not in ATTENTION_MODES:
         raise ConfigError(
@@ -228,14 +241,16 @@ def forward_flops_per_token(
     )
 
 
-# --- Conventions in the literature, per token of a length-T sequence (forward pass) ----------
+# --- Conventions in the literature, per token of a length-T sequence (forward pass)
+# ----------
 
 
 def kaplan_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
     """Kaplan et al. 2020, Table 1: C_forward = 2N + 2·n_layer·n_ctx·d_attn, with N the
     non-embedding matmul weights (attention and FFN; no LM head, no biases or norms) and
-    d_attn = n_h·d_h. The table does not say which pairs its context term counts: it equals
-    QKᵀ alone over all pairs, or QKᵀ + AV over the causal half (up to the diagonal)."""
+    d_attn = n_h·d_h. The table does not say which pairs its context term counts: it
+    equals QKᵀ alone over all pairs, or QKᵀ + AV over the causal half (up to the
+    diagonal)."""
     w = matmul_weights(cfg)
     d_attn = cfg.num_attention_heads * cfg.head_dim
     return (
@@ -244,11 +259,11 @@ def kaplan_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
 
 
 def chinchilla_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
-    """Hoffmann et al. 2022, Appendix F: embeddings (2·V·H), per layer the QKV and output
-    projections, QKᵀ (2·T·n_h·d_h), softmax (3·n_h·T), AV (2·T·n_h·d_h), the dense block, and
-    the final logits (2·H·V); full attention. Per token (the paper's totals divided by T).
-    Generalised: K and V are n_kv·d_h wide (GQA) and a gated FFN has three matrices, where the
-    appendix assumes MHA and two."""
+    """Hoffmann et al. 2022, Appendix F: embeddings (2·V·H), per layer the QKV and
+    output projections, QKᵀ (2·T·n_h·d_h), softmax (3·n_h·T), AV (2·T·n_h·d_h), the
+    dense block, and the final logits (2·H·V); full attention. Per token (the paper's
+    totals divided by T). Generalised: K and V are n_kv·d_h wide (GQA) and a gated FFN
+    has three matrices, where the appendix assumes MHA and two."""
     w = matmul_weights(cfg)
     d_attn = cfg.num_attention_heads * cfg.head_dim
     per_layer_context = (
@@ -265,10 +280,10 @@ def chinchilla_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
 
 
 def palm_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
-    """Chowdhery et al. 2022 (PaLM), Appendix B: 6N + 12·L·H·Q·T training FLOPs per token
-    (H heads, Q head dim), so one third, 2N + 4·L·n_h·d_h·T, forward. N here is every matmul
-    weight including the LM head (PaLM ties its embedding, so its N is the same; an untied
-    embedding table is not charged)."""
+    """Chowdhery et al. 2022 (PaLM), Appendix B: 6N + 12·L·H·Q·T training FLOPs per
+    token (H heads, Q head dim), so one third, 2N + 4·L·n_h·d_h·T, forward. N here is
+    every matmul weight including the LM head (PaLM ties its embedding, so its N is the
+    same; an untied embedding table is not charged)."""
     return (
         2 * sum(matmul_weights(cfg).values())
         + 4 * cfg.num_hidden_layers * cfg.num_attention_heads * cfg.head_dim * seq_len
@@ -276,11 +291,11 @@ def palm_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
 
 
 def megatron_forward_flops(cfg: ModelConfig, seq_len: int) -> int:
-    """Megatron-LM's ``num_floating_point_operations`` (NVIDIA/Megatron-LM, training code, "causal
-    mask (only half of the mask is non-zero)"), per token of the forward pass: 2 × all matmul
-    weights plus the QKᵀ and AV term 4·L·n_h·d_h·T halved, T/2 keys per token on average where
-    the exact causal count is (T + 1)/2. Narayanan et al. 2021, Sec. 5.1, counted all pairs
-    (24·B·s·h² + 4·B·s²·h per layer), as PaLM does."""
+    """Megatron-LM's ``num_floating_point_operations`` (NVIDIA/Megatron-LM, training
+    code, "causal mask (only half of the mask is non-zero)"), per token of the forward
+    pass: 2 × all matmul weights plus the QKᵀ and AV term 4·L·n_h·d_h·T halved, T/2 keys
+    per token on average where the exact causal count is (T + 1)/2. Narayanan et al.
+    2021, Sec. 5.1, counted all pairs (24·B·s·h² + 4·B·s²·h per layer), as PaLM does."""
     return (
         2 * sum(matmul_weights(cfg).values())
         + 2 * cfg.num_hidden_layers * cfg.num_attention_heads * cfg.head_dim * seq_len
@@ -302,9 +317,10 @@ CONVENTIONS = {
 def training_flops(
     cfg: ModelConfig, tokens: int, seq_len: int, attention: str = "causal"
 ) -> Fraction:
-    """FLOPs to train on ``tokens`` tokens: forward + backward, the backward pass costing twice
-    the forward (one matmul for the input gradient, one for the weight gradient), so 3 × forward
-    ≈ 6·N·D (Kaplan et al. 2020, Sec. 2.1; Hoffmann et al. 2022, Appendix F)."""
+    """FLOPs to train on ``tokens`` tokens: forward + backward, the backward pass
+    costing twice the forward (one matmul for the input gradient, one for the weight
+    gradient), so 3 × forward ≈ 6·N·D (Kaplan et al. 2020, Sec. 2.1; Hoffmann et al.
+    2022, Appendix F)."""
     check_positive_int("tokens", tokens)
     return 3 * tokens * forward_flops_per_token(cfg, seq_len, attention).total
 
@@ -312,8 +328,8 @@ def training_flops(
 def training_days(
     total_flops: float, gpus: int, peak_flops: float, mfu: float
 ) -> float:
-    """Wall-clock days for ``total_flops`` on ``gpus`` GPUs of ``peak_flops`` FLOP/s each at
-    model FLOPs utilisation ``mfu`` (0 < mfu ≤ 1)."""
+    """Wall-clock days for ``total_flops`` on ``gpus`` GPUs of ``peak_flops`` FLOP/s
+    each at model FLOPs utilisation ``mfu`` (0 < mfu ≤ 1)."""
     check_positive_int("gpus", gpus)
     if not 0 < mfu <= 1:
         raise ConfigError(f"mfu must be in (0, 1], got {mfu!r}")

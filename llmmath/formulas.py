@@ -1,11 +1,11 @@
 """Symbolic parameter formulas (SymPy), derived from the weight shapes.
 
-The symbols carry the letters of the notation page: H hidden size, L layers, V vocabulary,
-I intermediate size, n_h query heads, n_kv key/value heads, d_h head dimension,
-g = n_h / n_kv the group size, P learned positions. Formulas are not typed in their final form:
-each is the sum of the products of the shapes `llmmath.counting.weight_shapes` lists, so the
-attention block is H·(n_h·d_h) + 2·H·(n_kv·d_h) + (n_h·d_h)·H before `in_group_size` rewrites
-it as H²(2 + 2/g).
+The symbols carry the letters of the notation page: H hidden size, L layers, V
+vocabulary, I intermediate size, n_h query heads, n_kv key/value heads, d_h head
+dimension, g = n_h / n_kv the group size, P learned positions. Formulas are not typed in
+their final form: each is the sum of the products of the shapes
+`llmmath.counting.weight_shapes` lists, so the attention block is H·(n_h·d_h) +
+2·H·(n_kv·d_h) + (n_h·d_h)·H before `in_group_size` rewrites it as H²(2 + 2/g).
 
 Explained in the chapter *Counting parameters* (``chapters/01_parameters.ipynb``).
 """
@@ -58,8 +58,9 @@ def _dim(text: str) -> sp.Expr:
 
 
 def tensor_formulas(cfg: ModelConfig) -> dict[str, sp.Expr]:
-    """Whole-model parameters of each tensor as a SymPy product of its shape (times L when the
-    tensor repeats in every layer). Keys are `llmmath.counting.TensorCount` names."""
+    """Whole-model parameters of each tensor as a SymPy product of its shape (times L
+    when the tensor repeats in every layer). Keys are `llmmath.counting.TensorCount`
+    names."""
     return {
         t.name: (L if t.per_layer else 1)
         * (SYMBOLS[t.copies_dim] if t.copies_dim else 1)
@@ -78,14 +79,16 @@ def group_formulas(cfg: ModelConfig) -> dict[str, sp.Expr]:
 
 
 def total_formula(cfg: ModelConfig) -> sp.Expr:
-    """The model's total parameter count as a SymPy expression in the notation letters."""
+    """The model's total parameter count, a SymPy expression in the notation letters."""
     return sp.Add(*tensor_formulas(cfg).values())
 
 
 def attention_formula(qkv_bias: bool = False, o_proj_bias: bool = False) -> sp.Expr:
-    """Parameters of one attention block (weights, optional biases) in H, n_h, n_kv, d_h.
+    """Parameters of one attention block (weights, optional biases) in H, n_h, n_kv,
+    d_h.
 
-    Without biases: H·(n_h·d_h) + 2·H·(n_kv·d_h) + (n_h·d_h)·H (Ainslie et al. 2023, GQA).
+    Without biases: H·(n_h·d_h) + 2·H·(n_kv·d_h) + (n_h·d_h)·H (Ainslie et al. 2023,
+    GQA).
     """
     cfg = ModelConfig(
         vocab_size=1,
@@ -122,8 +125,8 @@ def in_group_size(expr: sp.Expr) -> sp.Expr:
 
 
 def values(cfg: ModelConfig) -> dict[sp.Symbol, int]:
-    """The integer value of every symbol for ``cfg`` (see `CONFIG_FIELDS`; the expert letters
-    only for a mixture of experts)."""
+    """The integer value of every symbol for ``cfg`` (see `CONFIG_FIELDS`; the expert
+    letters only for a mixture of experts)."""
     return {
         sym: getattr(cfg, field)
         for sym, field in CONFIG_FIELDS.items()
@@ -135,7 +138,8 @@ def evaluate(expr: sp.Expr, cfg: ModelConfig) -> int:
     """``expr`` at the sizes of ``cfg``, as an exact ``int``.
 
     Raises:
-        ValueError: the result is not an integer (a symbol left free, or a fractional value).
+        ValueError: the result is not an integer (a symbol left free, or a fractional
+        value).
     """
     result = sp.sympify(expr).subs(values(cfg))
     if not result.is_Integer:

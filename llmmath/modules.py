@@ -1,14 +1,16 @@
 """Torch reference modules: a decoder-only LM small enough to read in one sitting.
 
-One `Attention` module covers MHA, GQA and MQA through ``num_key_value_heads``; norms, MLPs,
-the pre-norm block and the LM follow Hugging Face's Llama, Qwen2/3 and GPT-2 modeling files, with
-the same parameter names as `llmmath.counting.weight_shapes` (so counts compare tensor by tensor).
-`build_model` builds any `ModelConfig`, on the ``meta`` device by default: shapes without memory,
-so a 405B model costs nothing to count.
+One `Attention` module covers MHA, GQA and MQA through ``num_key_value_heads``; norms,
+MLPs, the pre-norm block and the LM follow Hugging Face's Llama, Qwen2/3 and GPT-2
+modeling files, with the same parameter names as `llmmath.counting.weight_shapes` (so
+counts compare tensor by tensor). `build_model` builds any `ModelConfig`, on the
+``meta`` device by default: shapes without memory, so a 405B model costs nothing to
+count.
 
-Attention uses explicit matmuls (not ``scaled_dot_product_attention``) so every FLOP is visible
-to `torch.utils.flop_counter.FlopCounterMode`, and an optional `KVCache` for decoding.
-Explained in the chapters *Counting parameters*, *Attention* and *The KV cache*.
+Attention uses explicit matmuls (not ``scaled_dot_product_attention``) so every FLOP is
+visible to `torch.utils.flop_counter.FlopCounterMode`, and an optional `KVCache` for
+decoding. Explained in the chapters *Counting parameters*, *Attention* and *The KV
+cache*.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ ACTIVATIONS = {
 
 
 class RMSNorm(nn.Module):
-    """RMSNorm (Zhang & Sennrich 2019): x / sqrt(mean(x²) + eps) · weight over the last dim."""
+    """RMSNorm (Zhang & Sennrich 2019): x / sqrt(mean(x²) + eps) · weight over the last
+    dim."""
 
     def __init__(self, dim: int, eps: float = 1e-6):
         super().__init__()
@@ -44,7 +47,8 @@ class RMSNorm(nn.Module):
 
 
 class LayerNorm(nn.Module):
-    """LayerNorm (Ba et al. 2016): (x − mean) / sqrt(var + eps) · weight + bias over the last dim."""
+    """LayerNorm (Ba et al. 2016): (x − mean) / sqrt(var + eps) · weight + bias over the
+    last dim."""
 
     def __init__(self, dim: int, eps: float = 1e-5):
         super().__init__()
@@ -64,10 +68,12 @@ def make_norm(cfg: ModelConfig, dim: int) -> nn.Module:
 
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
-    """Repeat each key/value head ``n_rep`` times: ``(b, n_kv, t, d_h)`` → ``(b, n_kv·n_rep, t, d_h)``.
+    """Repeat each key/value head ``n_rep`` times: ``(b, n_kv, t, d_h)`` → ``(b,
+    n_kv·n_rep, t, d_h)``.
 
-    The same as ``torch.repeat_interleave(x, n_rep, dim=1)``; Hugging Face's ``repeat_kv`` in
-    ``modeling_llama.py`` (Meta's ``llama/model.py`` does the same on ``(b, t, n_kv, d_h)``).
+    The same as ``torch.repeat_interleave(x, n_rep, dim=1)``; Hugging Face's
+    ``repeat_kv`` in ``modeling_llama.py`` (Meta's ``llama/model.py`` does the same on
+    ``(b, t, n_kv, d_h)``).
     """
     if n_rep == 1:
         return x
@@ -76,11 +82,13 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
 
 
 class KVCache:
-    """Keys and values of the tokens seen so far, per layer: ``(batch, n_kv, cached, d_h)`` each.
+    """Keys and values of the tokens seen so far, per layer: ``(batch, n_kv, cached,
+    d_h)`` each.
 
-    Only the n_kv key/value heads are stored, before `repeat_kv` (Meta's ``llama/model.py`` and
-    Hugging Face cache the same). With a ``sliding_window`` of W only the last W tokens are kept
-    (Mistral's rolling buffer). ``seen`` counts the tokens processed: the position of the next one.
+    Only the n_kv key/value heads are stored, before `repeat_kv` (Meta's
+    ``llama/model.py`` and Hugging Face cache the same). With a ``sliding_window`` of W
+    only the last W tokens are kept (Mistral's rolling buffer). ``seen`` counts the
+    tokens processed: the position of the next one.
     """
 
     def __init__(self, num_layers: int, sliding_window: int | None = None):
@@ -92,8 +100,9 @@ class KVCache:
     def update(
         self, layer: int, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append the new tokens' ``k``, ``v``; return the keys and values they may read (with a
-        window W, the last W + t_new − 1: the first new token reads W, the last one W too)."""
+        """Append the new tokens' ``k``, ``v``; return the keys and values they may read
+        (with a window W, the last W + t_new − 1: the first new token reads W, the last
+        one W too)."""
         new = k.shape[2]
         if self.keys[layer] is not None:
             k = torch.cat([self.keys[layer], k], dim=2)
@@ -114,8 +123,8 @@ class KVCache:
         return sum(t.nbytes for t in self.keys + self.values if t is not None)
 
     def storage_nbytes(self) -> int:
-        """Bytes of the memory behind the stored tensors (more than `nbytes` if one were a view
-        into a larger tensor; equal here, which the tests check)."""
+        """Bytes of the memory behind the stored tensors (more than `nbytes` if one were
+        a view into a larger tensor; equal here, which the tests check)."""
         return sum(
             t.untyped_storage().nbytes()
             for t in self.keys + self.values
@@ -147,10 +156,11 @@ class Attention(nn.Module):
     """Causal self-attention with n_h query heads and n_kv key/value heads.
 
     n_kv = n_h is MHA, 1 < n_kv < n_h is GQA (Ainslie et al. 2023), n_kv = 1 is MQA
-    (Shazeer 2019). Input and output ``(batch, seq, hidden_size)``. With a `KVCache` the new
-    tokens attend to the cached ones too; ``layer`` names this block's slot in the cache, and
-    ``cache.seen`` is the position of the first new token (`DecoderLM.forward` advances it after
-    all layers, so call a block directly only for one step).
+    (Shazeer 2019). Input and output ``(batch, seq, hidden_size)``. With a `KVCache` the
+    new tokens attend to the cached ones too; ``layer`` names this block's slot in the
+    cache, and ``cache.seen`` is the position of the first new token
+    (`DecoderLM.forward` advances it after all layers, so call a block directly only for
+    one step).
     """
 
     def __init__(self, cfg: ModelConfig):
@@ -215,12 +225,13 @@ def mha_to_gqa(attn: Attention, num_key_value_heads: int) -> Attention:
     """A GQA copy of ``attn`` whose key/value heads are the means of each group's heads.
 
     The "uptraining" recipe of Ainslie et al. 2023, Sec. 2.1 (before its short further
-    training): head j of the new K (and V) projection is the mean of the old heads
-    j·g … j·g + g − 1, so each group of g query heads reads the average of its old key/value
+    training): head j of the new K (and V) projection is the mean of the old heads j·g …
+    j·g + g − 1, so each group of g query heads reads the average of its old key/value
     heads. Query and output projections are copied unchanged.
 
     Raises:
-        ConfigError: ``num_key_value_heads`` does not divide the current number of key/value heads.
+        ConfigError: ``num_key_value_heads`` does not divide the current number of
+        key/value heads.
     """
     old = attn.cfg
     if old.num_key_value_heads % num_key_value_heads:
@@ -255,7 +266,8 @@ def mha_to_gqa(attn: Attention, num_key_value_heads: int) -> Attention:
 
 class MLP(nn.Module):
     """The feed-forward network: gated (SwiGLU with SiLU: down(act(gate(x)) · up(x)),
-    Shazeer 2020) or plain (GPT-2: down(act(up(x)))). Input and output ``(batch, seq, H)``."""
+    Shazeer 2020) or plain (GPT-2: down(act(up(x)))). Input and output ``(batch, seq,
+    H)``."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -274,11 +286,11 @@ class MLP(nn.Module):
 
 
 class MoE(nn.Module):
-    """A mixture-of-experts FFN: a bias-free router picks k of E gated experts per token,
-    weighted by its softmax, renormalised over the k when ``cfg.norm_topk_prob`` (Mixtral, HF
-    ``MixtralSparseMoeBlock``; MiniMind's ``MoEGate`` when k > 1), plus S shared experts every
-    token uses. Each routed
-    expert runs only on the tokens sent to it, so its FLOPs are those of k experts per token."""
+    """A mixture-of-experts FFN: a bias-free router picks k of E gated experts per
+    token, weighted by its softmax, renormalised over the k when ``cfg.norm_topk_prob``
+    (Mixtral, HF ``MixtralSparseMoeBlock``; MiniMind's ``MoEGate`` when k > 1), plus S
+    shared experts every token uses. Each routed expert runs only on the tokens sent to
+    it, so its FLOPs are those of k experts per token."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -307,11 +319,12 @@ class MoE(nn.Module):
 
 
 class DecoderBlock(nn.Module):
-    """A decoder block. Pre-norm (every model here): x + attn(norm(x)), then h + mlp(norm(h)).
-    With ``pre_norm=False``, the original Transformer's post-norm (Vaswani et al. 2017):
-    norm(x + attn(x)), then norm(h + mlp(h)). Same parameters either way (in post-norm mode
-    ``input_layernorm`` runs after attention and ``post_attention_layernorm`` after the FFN; the
-    names are Hugging Face's pre-norm ones)."""
+    """A decoder block. Pre-norm (every model here): x + attn(norm(x)), then h +
+    mlp(norm(h)). With ``pre_norm=False``, the original Transformer's post-norm (Vaswani
+    et al. 2017): norm(x + attn(x)), then norm(h + mlp(h)). Same parameters either way
+    (in post-norm mode ``input_layernorm`` runs after attention and
+    ``post_attention_layernorm`` after the FFN; the names are Hugging Face's pre-norm
+    ones)."""
 
     def __init__(self, cfg: ModelConfig, pre_norm: bool = True):
         super().__init__()
@@ -333,8 +346,8 @@ class DecoderBlock(nn.Module):
 
 def embedding(num_embeddings: int, dim: int) -> nn.Embedding:
     """``nn.Embedding(num_embeddings, dim)``. Under ``torch.device("meta")`` its random
-    initialisation is skipped: ``normal_`` on a meta tensor imports torch's compiler (about 1.5 s)
-    to produce values that do not exist."""
+    initialisation is skipped: ``normal_`` on a meta tensor imports torch's compiler
+    (about 1.5 s) to produce values that do not exist."""
     if torch.empty(0).is_meta:
         return nn.Embedding(
             num_embeddings, dim, _weight=torch.empty(num_embeddings, dim)
@@ -343,7 +356,8 @@ def embedding(num_embeddings: int, dim: int) -> nn.Embedding:
 
 
 class DecoderLM(nn.Module):
-    """A decoder-only language model: token ids ``(batch, seq)`` → logits ``(batch, seq, V)``.
+    """A decoder-only language model: token ids ``(batch, seq)`` → logits ``(batch, seq,
+    V)``.
 
     With ``tie_word_embeddings`` the LM head reuses the embedding matrix (one parameter,
     counted once by ``parameters()``).
@@ -372,8 +386,9 @@ class DecoderLM(nn.Module):
     def forward(
         self, input_ids: torch.Tensor, cache: KVCache | None = None
     ) -> torch.Tensor:
-        """Logits ``(batch, seq, V)``. With a ``cache``, ``input_ids`` are the tokens after the
-        ``cache.seen`` already processed, and the cache is extended by them."""
+        """Logits ``(batch, seq, V)``. With a ``cache``, ``input_ids`` are the tokens
+        after the ``cache.seen`` already processed, and the cache is extended by them.
+        """
         start = cache.seen if cache is not None else 0
         end = start + input_ids.shape[1]
         if (
@@ -401,9 +416,10 @@ def build_model(
     dtype: torch.dtype | None = None,
     seed: int | None = 0,
 ) -> DecoderLM:
-    """A `DecoderLM` for ``cfg``. On ``"meta"`` (the default) no memory is allocated, so any
-    size can be counted with ``sum(p.numel() for p in model.parameters())``. On a real device
-    weights are random (``torch.manual_seed(seed)`` first, unless ``seed`` is None)."""
+    """A `DecoderLM` for ``cfg``. On ``"meta"`` (the default) no memory is allocated, so
+    any size can be counted with ``sum(p.numel() for p in model.parameters())``. On a
+    real device weights are random (``torch.manual_seed(seed)`` first, unless ``seed``
+    is None)."""
     if seed is not None and str(device) != "meta":
         torch.manual_seed(seed)
     with torch.device(device):
@@ -420,9 +436,9 @@ def generate(
 ) -> tuple[torch.Tensor, KVCache | None]:
     """Greedy decoding: ``(batch, t)`` prompt → ``(batch, t + max_new_tokens)`` tokens.
 
-    With ``use_cache`` the prompt is processed once (prefill) and each step feeds only the newest
-    token (decode); without it every step recomputes the whole sequence. Both give the same
-    tokens. Returns the tokens and the cache (None without one).
+    With ``use_cache`` the prompt is processed once (prefill) and each step feeds only
+    the newest token (decode); without it every step recomputes the whole sequence. Both
+    give the same tokens. Returns the tokens and the cache (None without one).
     """
     cache = model.new_cache() if use_cache else None
     tokens, step_input = input_ids, input_ids
@@ -435,5 +451,6 @@ def generate(
 
 
 def numel(model: nn.Module) -> int:
-    """``sum(p.numel() for p in model.parameters())``: shared (tied) tensors counted once."""
+    """``sum(p.numel() for p in model.parameters())``: shared (tied) tensors counted
+    once."""
     return sum(p.numel() for p in model.parameters())

@@ -1,16 +1,19 @@
 """The cost of a norm: FLOPs and bytes moved per token, and why norms are memory-bound.
 
-Per token of H features (Zhang & Sennrich 2019 for RMSNorm; Ba et al. 2016 for LayerNorm):
+Per token of H features (Zhang & Sennrich 2019 for RMSNorm; Ba et al. 2016 for
+LayerNorm):
 
-- RMSNorm y = x / sqrt(mean(x²) + ε) · w: square, sum, scale, weight: 4 FLOPs per feature;
+- RMSNorm y = x / sqrt(mean(x²) + ε) · w: square, sum, scale, weight: 4 FLOPs per
+  feature;
 - LayerNorm y = (x − μ) / sqrt(σ² + ε) · w + b: sum for μ, subtract, square, sum for σ²,
   scale, weight, bias: 7 FLOPs per feature.
 
-The O(1) work per token (a division, a square root) is left out. Bytes: the input is read and
-the output written once (2·H elements) and the parameters read once (H for RMSNorm, 2H for
-LayerNorm), in the activation dtype. FLOPs per byte then stay between 1 and 2 in bf16 (RMSNorm
-→ 1, LayerNorm → 1.75), far below a GPU's ridge point (about 150–300 FLOPs per byte for bf16
-tensor cores, 10–20 for fp32 CUDA cores), so a norm's time is set by memory traffic.
+The O(1) work per token (a division, a square root) is left out. Bytes: the input is
+read and the output written once (2·H elements) and the parameters read once (H for
+RMSNorm, 2H for LayerNorm), in the activation dtype. FLOPs per byte then stay between 1
+and 2 in bf16 (RMSNorm → 1, LayerNorm → 1.75), far below a GPU's ridge point (about
+150–300 FLOPs per byte for bf16 tensor cores, 10–20 for fp32 CUDA cores), so a norm's
+time is set by memory traffic.
 
 Explained in the chapter *Normalization* (``chapters/05_norms.ipynb``).
 """
@@ -28,7 +31,7 @@ PARAMS_PER_FEATURE = {"rmsnorm": 1, "layernorm": 2}
 
 @dataclass(frozen=True)
 class NormCost:
-    """FLOPs and bytes of one norm over ``tokens`` tokens of ``hidden_size`` features."""
+    """FLOPs and bytes of one norm over ``tokens`` tokens of ``hidden_size`` each."""
 
     flops: int
     bytes: int
@@ -42,10 +45,12 @@ class NormCost:
 def norm_cost(
     norm_type: str, hidden_size: int, tokens: int = 1, dtype: str = "bf16"
 ) -> NormCost:
-    """FLOPs and bytes moved by one ``norm_type`` norm over ``tokens`` tokens (see module doc).
+    """FLOPs and bytes moved by one ``norm_type`` norm over ``tokens`` tokens (see
+    module doc).
 
     Raises:
-        ConfigError: an unknown norm type, a size that is not a positive integer, a bad dtype.
+        ConfigError: an unknown norm type, a size that is not a positive integer, a bad
+        dtype.
     """
     if norm_type not in NORM_TYPES:
         raise ConfigError(

@@ -38,7 +38,8 @@ def _new_axes(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]
 
 
 def group_bars(counts: ParamCount, ax: Axes | None = None, title: str = "") -> Figure:
-    """Horizontal bars: parameters of each group, labelled with the exact count and share."""
+    """Horizontal bars: parameters of each group, labelled with the exact count and
+    share."""
     fig, ax = _new_axes(ax, (6.4, 2.6))
     groups = counts.by_group()
     labels = [GROUP_LABELS[g] for g in GROUPS][::-1]
@@ -65,8 +66,8 @@ def pie(
     colors: Sequence[str] | None = None,
     decimals: int = 2,
 ) -> Figure:
-    """A pie of ``slices`` (label → value). Slices under 5 % get no label on the pie, where
-    they would overlap; a legend below lists every slice with its share."""
+    """A pie of ``slices`` (label → value). Slices under 5 % get no label on the pie,
+    where they would overlap; a legend below lists every slice with its share."""
     fig, ax = _new_axes(ax, (4.2, 4.6))
     values, total = list(slices.values()), sum(slices.values())
     wedges, *_ = ax.pie(

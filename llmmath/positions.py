@@ -5,7 +5,8 @@ cos(pos / base^(2i/d)). It has no parameters; GPT-2 learns its table instead
 (``embed_positions``, P × H parameters), and RoPE models add no position vector at all
 (`llmmath.rope`).
 
-Explained in the chapter *Token embeddings and positions* (``chapters/02_embeddings.ipynb``).
+Explained in the chapter *Token embeddings and positions*
+(``chapters/02_embeddings.ipynb``).
 """
 
 from __future__ import annotations

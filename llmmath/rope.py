@@ -1,20 +1,21 @@
-"""Rotary position embedding (RoPE): frequencies, the two layouts, and context extension.
+"""Rotary position embedding (RoPE): frequencies, the two layouts, and context
+extension.
 
-Su et al. 2021, *RoFormer*, Sec. 3.4: dimension pair i of a head rotates by angle m·θ_i at
-position m, with θ_i = base^(−2i/d_h), i = 0 … d_h/2 − 1. RoPE has no parameters; it is applied to
-queries and keys inside attention (`llmmath.modules.Attention`, which uses the ``rotate_half``
-layout).
+Su et al. 2021, *RoFormer*, Sec. 3.4: dimension pair i of a head rotates by angle m·θ_i
+at position m, with θ_i = base^(−2i/d_h), i = 0 … d_h/2 − 1. RoPE has no parameters; it
+is applied to queries and keys inside attention (`llmmath.modules.Attention`, which uses
+the ``rotate_half`` layout).
 
 Two layouts pair the dimensions differently:
 
-- *interleaved* (Meta's ``llama/model.py``, note 002): pairs (x₀, x₁), (x₂, x₃), …, rotated as
-  complex numbers (`rope_freqs_cis`, `apply_rope_interleaved`);
+- *interleaved* (Meta's ``llama/model.py``, note 002): pairs (x₀, x₁), (x₂, x₃), …,
+  rotated as complex numbers (`rope_freqs_cis`, `apply_rope_interleaved`);
 - *rotate_half* (Hugging Face, MiniMind, notes 001 and 003): pairs (xᵢ, x_{i+d/2})
   (`rope_cos_sin`, `rotate_half`, `apply_rope`).
 
-They agree up to the fixed permutation `half_layout_permutation` of each head's dimensions, which
-is why Hugging Face's conversion script permutes the rows of W_q and W_k
-(`permute_for_rotate_half`).
+They agree up to the fixed permutation `half_layout_permutation` of each head's
+dimensions, which is why Hugging Face's conversion script permutes the rows of W_q and
+W_k (`permute_for_rotate_half`).
 
 Explained in the chapter *RoPE* (``chapters/06_rope.ipynb``).
 """
@@ -29,7 +30,8 @@ from llmmath.config import ConfigError, ModelConfig
 
 
 def rope_inv_freq(head_dim: int, theta: float = 10000.0) -> torch.Tensor:
-    """θ_i = theta^(−2i/head_dim) for i = 0 … head_dim/2 − 1, in radians per position (float64)."""
+    """θ_i = theta^(−2i/head_dim) for i = 0 … head_dim/2 − 1, in radians per position
+    (float64)."""
     if head_dim % 2:
         raise ValueError(
             f"head_dim ({head_dim}) must be even: RoPE rotates pairs of dimensions"
@@ -49,11 +51,12 @@ def rope_cos_sin(
     offset: int = 0,
     inv_freq: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of the rotation angles, each of shape ``(seq_len, head_dim)``, float64
-    (callers cast them to their tensors' dtype).
+    """cos and sin of the rotation angles, each of shape ``(seq_len, head_dim)``,
+    float64 (callers cast them to their tensors' dtype).
 
-    Positions ``offset … offset + seq_len − 1``; frequencies `rope_inv_freq` (or ``inv_freq``,
-    e.g. scaled by `llama3_inv_freq`), repeated for both halves (the ``rotate_half`` layout).
+    Positions ``offset … offset + seq_len − 1``; frequencies `rope_inv_freq` (or
+    ``inv_freq``, e.g. scaled by `llama3_inv_freq`), repeated for both halves (the
+    ``rotate_half`` layout).
     """
     if inv_freq is None:
         inv_freq = rope_inv_freq(head_dim, theta)
@@ -70,13 +73,15 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` of shape ``(..., seq, head_dim)`` by the angles in ``cos``/``sin`` of shape
-    ``(seq, head_dim)`` (the ``rotate_half`` layout: pair i is (xᵢ, x_{i+d/2}))."""
+    """Rotate ``x`` of shape ``(..., seq, head_dim)`` by the angles in ``cos``/``sin``
+    of shape ``(seq, head_dim)`` (the ``rotate_half`` layout: pair i is (xᵢ,
+    x_{i+d/2}))."""
     return x * cos + rotate_half(x) * sin
 
 
 def rope_freqs_cis(head_dim: int, seq_len: int, theta: float = 10000.0) -> torch.Tensor:
-    """e^{i·m·θ_k} of shape ``(seq_len, head_dim/2)``, complex128 (Meta's ``precompute_freqs_cis``)."""
+    """e^{i·m·θ_k} of shape ``(seq_len, head_dim/2)``, complex128 (Meta's
+    ``precompute_freqs_cis``)."""
     angles = torch.outer(
         torch.arange(seq_len, dtype=torch.float64), rope_inv_freq(head_dim, theta)
     )
@@ -84,9 +89,9 @@ def rope_freqs_cis(head_dim: int, seq_len: int, theta: float = 10000.0) -> torch
 
 
 def apply_rope_interleaved(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` of shape ``(batch, seq, heads, head_dim)`` in the interleaved layout: pair k
-    is (x_{2k}, x_{2k+1}), multiplied as a complex number by ``freqs_cis`` ``(seq, head_dim/2)``
-    (Meta's ``apply_rotary_emb``)."""
+    """Rotate ``x`` of shape ``(batch, seq, heads, head_dim)`` in the interleaved
+    layout: pair k is (x_{2k}, x_{2k+1}), multiplied as a complex number by
+    ``freqs_cis`` ``(seq, head_dim/2)`` (Meta's ``apply_rotary_emb``)."""
     pairs = torch.view_as_complex(
         x.to(torch.float64).reshape(*x.shape[:-1], -1, 2).contiguous()
     )
@@ -97,15 +102,15 @@ def apply_rope_interleaved(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Te
 def half_layout_permutation(head_dim: int) -> torch.Tensor:
     """Indices p with ``x_half = x_interleaved[..., p]``: (0, 2, 4, …, 1, 3, 5, …).
 
-    Then ``apply_rope(x[..., p]) == apply_rope_interleaved(x)[..., p]``: the two layouts rotate
-    the same pairs once the dimensions are reordered.
+    Then ``apply_rope(x[..., p]) == apply_rope_interleaved(x)[..., p]``: the two layouts
+    rotate the same pairs once the dimensions are reordered.
     """
     return torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
 
 
 def permute_for_rotate_half(weight: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """Reorder the rows of a q or k projection weight ``(num_heads·head_dim, H)`` from the
-    interleaved layout to the ``rotate_half`` layout, head by head (Hugging Face's
+    """Reorder the rows of a q or k projection weight ``(num_heads·head_dim, H)`` from
+    the interleaved layout to the ``rotate_half`` layout, head by head (Hugging Face's
     ``convert_llama_weights_to_hf.py``, ``permute``)."""
     out_features, hidden = weight.shape
     if out_features % num_heads or (out_features // num_heads) % 2:
@@ -124,17 +129,20 @@ def permute_for_rotate_half(weight: torch.Tensor, num_heads: int) -> torch.Tenso
 def position_interpolation_inv_freq(
     inv_freq: torch.Tensor, factor: float
 ) -> torch.Tensor:
-    """Position interpolation (Chen et al. 2023): positions divided by ``factor``, i.e. every
-    frequency divided by it (Hugging Face's ``rope_type="linear"``)."""
+    """Position interpolation (Chen et al. 2023): positions divided by ``factor``, i.e.
+    every frequency divided by it (Hugging Face's ``rope_type="linear"``)."""
     return inv_freq / factor
 
 
 def ntk_scaled_theta(theta: float, factor: float, head_dim: int) -> float:
-    """ "NTK-aware" base scaling (bloc97, 2023): base · factor^(d/(d−2)), so the lowest frequency
-    is divided by ``factor``, the highest (θ₀ = 1) is unchanged and the fast pairs barely move.
+    """ "NTK-aware" base scaling (bloc97, 2023): base · factor^(d/(d−2)), so the lowest
+    frequency
+    is divided by ``factor``, the highest (θ₀ = 1) is unchanged and the fast pairs
+    barely move.
 
     Raises:
-        ValueError: ``head_dim`` is not an even number above 2, or ``factor`` is not positive.
+        ValueError: ``head_dim`` is not an even number above 2, or ``factor`` is not
+        positive.
     """
     if head_dim % 2 or head_dim <= 2:
         raise ValueError(f"head_dim ({head_dim}) must be an even number above 2")
@@ -151,9 +159,10 @@ def llama3_inv_freq(
     original_max_position_embeddings: int = 8192,
 ) -> torch.Tensor:
     """Llama 3.1's ``rope_scaling`` (``rope_type="llama3"``): wavelengths shorter than
-    original/high_freq_factor keep their frequency, those longer than original/low_freq_factor
-    are divided by ``factor``, and those between are interpolated smoothly (Hugging Face's
-    ``_compute_llama3_parameters``; Meta's ``apply_scaling``)."""
+    original/high_freq_factor keep their frequency, those longer than
+    original/low_freq_factor are divided by ``factor``, and those between are
+    interpolated smoothly (Hugging Face's ``_compute_llama3_parameters``; Meta's
+    ``apply_scaling``)."""
     low_wavelen = original_max_position_embeddings / low_freq_factor
     high_wavelen = original_max_position_embeddings / high_freq_factor
     wavelen = 2 * math.pi / inv_freq
@@ -167,11 +176,12 @@ def llama3_inv_freq(
 
 
 def scaled_inv_freq(cfg: ModelConfig) -> torch.Tensor:
-    """The frequencies the model rotates with: `rope_inv_freq` at ``cfg.rope_theta``, scaled by
-    ``cfg.rope_scaling`` when it is ``"linear"`` or ``"llama3"``.
+    """The frequencies the model rotates with: `rope_inv_freq` at ``cfg.rope_theta``,
+    scaled by ``cfg.rope_scaling`` when it is ``"linear"`` or ``"llama3"``.
 
     Raises:
-        ConfigError: another ``rope_type`` (YaRN, dynamic NTK, ...), which llmmath does not model.
+        ConfigError: another ``rope_type`` (YaRN, dynamic NTK, ...), which llmmath does
+        not model.
     """
     inv_freq = rope_inv_freq(cfg.head_dim, cfg.rope_theta)
     scaling = cfg.rope_scaling

@@ -1,8 +1,8 @@
 """Element sizes of the number formats the book uses, and byte units for display.
 
 Sizes are in *bits* so that 4-bit formats stay exact integers; a count of bytes is
-``elements * bits // 8`` once the element count makes it whole. Display units: GB = 10⁹ bytes,
-GiB = 2³⁰ bytes (the book always says which).
+``elements * bits // 8`` once the element count makes it whole. Display units: GB = 10⁹
+bytes, GiB = 2³⁰ bytes (the book always says which).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ GB, GiB = 10**9, 2**30
 
 
 def dtype_bits(dtype: str) -> int:
-    """Bits per element of ``dtype`` (``"bf16"``, ``"fp32"``, ``"int4"``, ... see `DTYPE_BITS`).
+    """Bits per element of ``dtype`` (``"bf16"``, ``"fp32"``, ``"int4"``, ... see
+    `DTYPE_BITS`).
 
     Raises:
         ConfigError: an unknown format; the message lists the known ones.
@@ -43,8 +44,8 @@ def dtype_bits(dtype: str) -> int:
 
 
 def bytes_of(elements: int, dtype: str) -> int:
-    """Bytes that ``elements`` values of ``dtype`` occupy, exactly (rounded up to a whole byte
-    for an odd count of 4-bit values)."""
+    """Bytes that ``elements`` values of ``dtype`` occupy, exactly (rounded up to a
+    whole byte for an odd count of 4-bit values)."""
     return -(-elements * dtype_bits(dtype) // 8)
 
 

@@ -1,5 +1,6 @@
-"""Shared test setup: deterministic hypothesis runs (the same examples on every machine), and one
-build of the book shared by the tests that read the site (test_book_build.py, test_browser.py)."""
+"""Shared test setup: deterministic hypothesis runs (the same examples on every
+machine), and one build of the book shared by the tests that read the site
+(test_book_build.py, test_browser.py)."""
 
 import json
 import subprocess
@@ -47,7 +48,8 @@ class BookBuild(NamedTuple):
 
 @pytest.fixture(scope="session")
 def book_build(tmp_path_factory) -> BookBuild:
-    """One strict build of the book (-W -n --keep-going) into a temporary directory, per session."""
+    """One strict build of the book (-W -n --keep-going) into a temporary directory, per
+    session."""
     out = tmp_path_factory.mktemp("book")
     root = Path(__file__).resolve().parents[1]
     jb = Path(sys.executable).with_name("jupyter-book")

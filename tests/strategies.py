@@ -1,4 +1,5 @@
-"""Hypothesis strategies: random valid small Hugging Face config.json dicts of every model type."""
+"""Hypothesis strategies: random valid small Hugging Face config.json dicts of every
+model type."""
 
 from hypothesis import strategies as st
 

@@ -1,11 +1,12 @@
 """Binder's build files say what repo2docker (2026.4) does with them.
 
-repo2docker reads ``binder/`` when it exists and then ignores the root files: it installs
-``binder/requirements.txt`` (a ``-r`` line makes it copy the whole repository first, so
-``-r ../requirements.txt`` resolves), then runs ``binder/postBuild`` from the repository root,
-with the Python of ``binder/runtime.txt``. Checked once with ``repo2docker --no-build --debug .``,
-whose Dockerfile runs ``pip install --no-cache-dir -r "binder/requirements.txt"`` and then
-``./binder/postBuild``; these tests keep the files saying so.
+repo2docker reads ``binder/`` when it exists and then ignores the root files: it
+installs ``binder/requirements.txt`` (a ``-r`` line makes it copy the whole repository
+first, so ``-r ../requirements.txt`` resolves), then runs ``binder/postBuild`` from the
+repository root, with the Python of ``binder/runtime.txt``. Checked once with
+``repo2docker --no-build --debug .``, whose Dockerfile runs ``pip install --no-cache-dir
+-r "binder/requirements.txt"`` and then ``./binder/postBuild``; these tests keep the
+files saying so.
 """
 
 import os

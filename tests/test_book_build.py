@@ -1,5 +1,6 @@
-"""The book builds with warnings as errors, every chapter page renders what it stores, and the site
-loads nothing from other hosts (tests/test_browser.py then opens every page in Chromium)."""
+"""The book builds with warnings as errors, every chapter page renders what it stores,
+and the site loads nothing from other hosts (tests/test_browser.py then opens every page
+in Chromium)."""
 
 import json
 import re
@@ -49,7 +50,8 @@ def test_chapter_renders_outputs(site, notebook):
     assert "mybinder.org/v2/gh/" in page and "colab.research.google.com/github/" in page
 
 
-# What a page loads by itself: <a href> is a link (the launch buttons, the repository), not a load.
+# What a page loads by itself: <a href> is a link (the launch buttons, the repository),
+# not a load.
 LOADING_RELS = {
     "stylesheet",
     "preload",
@@ -63,7 +65,8 @@ CSS_URL = re.compile(r"""url\(\s*['"]?([^'")\s]+)|@import\s+['"]([^'"]+)""")
 
 
 def is_external(url: str) -> bool:
-    """True for a URL on another host (http(s)://..., //...); False for site paths and data: URIs."""
+    """True for a URL on another host (http(s)://..., //...); False for site paths and
+    data: URIs."""
     parts = urlsplit(url.strip())
     return bool(parts.netloc) or parts.scheme not in ("", "data", "blob")
 
@@ -126,8 +129,8 @@ def test_site_loads_nothing_from_other_hosts(site):
         "pages or stylesheets load from other hosts (serve it from the site: "
         f"_vendor/README.md): {offenders}"
     )
-    # no page even names a CDN (sphinx-thebe's inline script did, hence its removal); the
-    # vendored libraries keep theirs as defaults for features the book does not use
+    # no page even names a CDN (sphinx-thebe's inline script did, hence its removal);
+    # the vendored libraries keep theirs as defaults for features the book does not use
     cdn = re.compile(r"unpkg\.com|jsdelivr\.net|cdnjs\.|googleapis\.com|plausible\.io")
     named = [
         str(p.relative_to(site))

@@ -1,11 +1,12 @@
-"""The book's citations: every ``{cite}`` key is an entry of ``book/references.bib``, every entry is
-cited somewhere, and every chapter that discusses papers cites them with sphinxcontrib-bibtex
-roles rather than as plain "Author et al. (year)" text.
+"""The book's citations: every ``{cite}`` key is an entry of ``book/references.bib``,
+every entry is cited somewhere, and every chapter that discusses papers cites them with
+sphinxcontrib-bibtex roles rather than as plain "Author et al. (year)" text.
 
-The roles are read from the markdown cells of the notebooks and from the ``book/*.md`` pages, the
-way the book is built; code cells and their outputs are not prose and are left alone. The role
-contents are parsed with sphinxcontrib-bibtex's own parser, so ``{cite:p}`a,b``` and
-``{cite:t}`key{Sec. 2}``` (post-text) count as the keys the build resolves.
+The roles are read from the markdown cells of the notebooks and from the ``book/*.md``
+pages, the way the book is built; code cells and their outputs are not prose and are
+left alone. The role contents are parsed with sphinxcontrib-bibtex's own parser, so
+``{cite:p}`a,b``` and ``{cite:t}`key{Sec. 2}``` (post-text) count as the keys the build
+resolves.
 """
 
 import re
@@ -43,12 +44,14 @@ DISCUSSING_PAPERS = [
 
 # {cite}, {cite:p}, {cite:t}, {cite:ps}, {footcite:t}, ... and the role's content.
 ROLE = re.compile(r"\{(?:foot)?cite(?::[a-z]+)?\}`([^`]*)`")
-# "Vaswani et al. (2017", "Brown et al. 2020", "Zhang & Sennrich (2019": a citation typed as text.
+# "Vaswani et al. (2017", "Brown et al. 2020", "Zhang & Sennrich (2019": a citation
+# typed as text.
 PLAIN = re.compile(r"\b[A-Z][\w-]+(?: et al\.| & [A-Z][\w-]+),? \(?(?:19|20)\d\d\b")
 
 
 def prose(path: Path) -> str:
-    """The text the book renders as MyST markdown: markdown cells of a notebook, or a page."""
+    """The text the book renders as MyST markdown: markdown cells of a notebook, or a
+    page."""
     if path.suffix == ".md":
         return path.read_text(encoding="utf-8")
     nb = nbformat.read(path, as_version=4)
@@ -95,7 +98,8 @@ def test_chapter_cites_its_papers(name):
     assert cited_keys(SOURCES[name]), f"{name} discusses papers but cites none"
 
 
-# The notebooks only: book/notation.md's table keeps "Kaplan et al. 2020" as a column heading.
+# The notebooks only: book/notation.md's table keeps "Kaplan et al. 2020" as a column
+# heading.
 @pytest.mark.parametrize(
     "name", [name for name in sorted(SOURCES) if name.endswith(".ipynb")]
 )
@@ -105,7 +109,10 @@ def test_no_citation_typed_as_plain_text(name):
 
 
 def test_the_checks_see_a_misspelt_key():
-    text = "As {cite:t}`vaswani2017attention{Sec. 3}` and {cite:p}`shazeer2019fast,ainslie2023gqaa` show."
+    text = (
+        "As {cite:t}`vaswani2017attention{Sec. 3}` and "
+        "{cite:p}`shazeer2019fast,ainslie2023gqaa` show."
+    )
     assert cited_keys(text) == [
         "vaswani2017attention",
         "shazeer2019fast",

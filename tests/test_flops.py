@@ -1,4 +1,4 @@
-"""Attention FLOPs: the formula against torch's FlopCounterMode on the reference module."""
+"""Attention FLOPs: the formula against FlopCounterMode on the reference module."""
 
 import pytest
 import torch
@@ -49,8 +49,9 @@ def test_causal_half_and_pairs():
     full, causal = attention_flops(cfg, 4096), attention_flops(cfg, 4096, causal=True)
     assert full.projections == causal.projections
     assert causal.scores * 2 * 4096 == full.scores * (4096 + 1)
-    # Kaplan et al. 2020, Table 1, "Attention: Mask" row: 2·n_layer·n_ctx·d_attn FLOPs per token
-    # for the logits QKᵀ (d_attn = n_h·d_h = 4096 here); AV costs as much again.
+    # Kaplan et al. 2020, Table 1, "Attention: Mask" row: 2·n_layer·n_ctx·d_attn FLOPs
+    # per token for the logits QKᵀ (d_attn = n_h·d_h = 4096 here); AV costs as much
+    # again.
     assert full.scores // 4096 == 2 * 32 * 4096 * 4096 == full.weighted_sum // 4096
 
 

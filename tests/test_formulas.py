@@ -51,7 +51,8 @@ def test_llama_total_closed_form():
         2 * V * H + L * (2 * H * n_h * d_h + 2 * H * n_kv * d_h + 3 * H * I + 2 * H) + H
     )
     assert sp.expand(total_formula(cfg) - closed) == 0
-    # Llama-2-7B by hand: 2·V·H + L·(4H² + 3HI + 2H) + H with V=32000, H=4096, I=11008, L=32
+    # Llama-2-7B by hand: 2·V·H + L·(4H² + 3HI + 2H) + H with V=32000, H=4096, I=11008,
+    # L=32
     assert (
         evaluate(closed, cfg)
         == 2 * 32000 * 4096 + 32 * (4 * 4096**2 + 3 * 4096 * 11008 + 2 * 4096) + 4096

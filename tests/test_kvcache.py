@@ -1,5 +1,5 @@
-"""KV cache: formula = measured bytes of the torch cache; decoding with the cache = recomputation;
-published per-token figures."""
+"""KV cache: formula = measured bytes of the torch cache; decoding with the cache =
+recomputation; published per-token figures."""
 
 import json
 import subprocess
@@ -109,8 +109,8 @@ def test_note_003_minimind_gqa_saves_75_percent():
 
 
 def test_published_per_token_figures():
-    # vLLM (Kwon et al. 2023, Sec. 3): OPT-13B stores 800 KB of KV cache per token (KB = 1024 B):
-    # 2 (key and value) × 5120 (hidden) × 40 (layers) × 2 bytes (FP16).
+    # vLLM (Kwon et al. 2023, Sec. 3): OPT-13B stores 800 KB of KV cache per token (KB =
+    # 1024 B): 2 (key and value) × 5120 (hidden) × 40 (layers) × 2 bytes (FP16).
     opt13b = ModelConfig(
         vocab_size=50272,
         hidden_size=5120,
@@ -120,9 +120,11 @@ def test_published_per_token_figures():
         model_type="opt",
     )
     assert kv_cache_bytes_per_token(opt13b, "fp16") == 800 * 1024
-    # NVIDIA's inference-optimisation guide: Llama 2 7B, batch 1, 4096 tokens, FP16 → ~2 GB.
+    # NVIDIA's inference-optimisation guide: Llama 2 7B, batch 1, 4096 tokens, FP16 → ~2
+    # GB.
     assert kv_cache_bytes(presets.load("llama-2-7b"), 1, 4096, "fp16") == 2 * 2**30
-    # Mistral 7B (Jiang et al. 2023, Sec. 2): the rolling buffer cuts the cache 8x at 32k tokens.
+    # Mistral 7B (Jiang et al. 2023, Sec. 2): the rolling buffer cuts the cache 8x at
+    # 32k tokens.
     mistral = presets.load("mistral-7b-v0.1")
     no_window = mistral.replace(sliding_window=None)
     assert kv_cache_bytes(no_window, 1, 32768) == 8 * kv_cache_bytes(mistral, 1, 32768)

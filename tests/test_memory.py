@@ -1,4 +1,5 @@
-"""Serving fit: weights + KV cache against GPU memory; the answers are the largest that fit."""
+"""Serving fit: weights + KV cache against GPU memory; the answers are the largest that
+fit."""
 
 import pytest
 from hypothesis import given

@@ -1,7 +1,8 @@
-"""Every notebook of the book opens in Colab from GitHub: its first code cell installs the book's
-package (with the ``notebooks`` extra, which brings myst-nb for ``glue``) when it is missing, from
-the repository that ``_config.yml`` names. Where ``llmmath`` is installed, as in the test
-environment, the cell does nothing and prints nothing, so it stores no output for nbval."""
+"""Every notebook of the book opens in Colab from GitHub: its first code cell installs
+the book's package (with the ``notebooks`` extra, which brings myst-nb for ``glue``)
+when it is missing, from the repository that ``_config.yml`` names. Where ``llmmath`` is
+installed, as in the test environment, the cell does nothing and prints nothing, so it
+stores no output for nbval."""
 
 import re
 from pathlib import Path

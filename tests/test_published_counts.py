@@ -1,8 +1,9 @@
-"""Published parameter counts, reproduced from each model's config.json passed as a file.
+"""Published parameter counts, reproduced from each model's config.json passed as a
+file.
 
 The expected numbers are typed here from their publishers, never produced by llmmath:
-the Hugging Face model pages' parameter counts (safetensors metadata), the MiniMind README and
-training log, and the model cards' rounded figures.
+the Hugging Face model pages' parameter counts (safetensors metadata), the MiniMind
+README and training log, and the model cards' rounded figures.
 """
 
 import json
@@ -69,8 +70,9 @@ def test_model_card_rounded_figures():
         3.09,
         2.77,
     )
-    # Qwen2.5-0.5B: 0.49B / 0.36B; Qwen2.5-7B: 7.61B / 6.53B (untied: the head is left out too).
-    # The cards sometimes round and sometimes truncate: within 0.01B either way.
+    # Qwen2.5-0.5B: 0.49B / 0.36B; Qwen2.5-7B: 7.61B / 6.53B (untied: the head is left
+    # out too). The cards sometimes round and sometimes truncate: within 0.01B either
+    # way.
     for name, total, non_embedding in (
         ("qwen2.5-0.5b", 0.49, 0.36),
         ("qwen2.5-7b", 7.61, 6.53),
@@ -88,7 +90,8 @@ def test_model_card_rounded_figures():
 
 def test_gpt2_independent_implementations():
     cfg = ModelConfig.from_hf_config(hf_config("gpt2"))
-    # nanoGPT prints "number of parameters: 123.65M": it leaves out the position embedding.
+    # nanoGPT prints "number of parameters: 123.65M": it leaves out the position
+    # embedding.
     assert round((count_params(cfg).total - 1024 * 768) / 1e6, 2) == 123.65
     # LLMs-from-scratch ch. 4 (qkv_bias=False, tied): 124,412,160 trainable parameters.
     assert count_params(cfg.replace(qkv_bias=False)).total == 124_412_160
@@ -123,8 +126,8 @@ def test_moe_active_parameters():
 
 
 def test_llama_1_paper_table_2():
-    """Touvron et al. 2023 (LLaMA), Table 2: 6.7B and 65.2B parameters (truncated, not rounded:
-    65,285,660,672 is 65.29B)."""
+    """Touvron et al. 2023 (LLaMA), Table 2: 6.7B and 65.2B parameters (truncated, not
+    rounded: 65,285,660,672 is 65.29B)."""
     for name, billions in (("llama-1-7b", 6.7), ("llama-1-65b", 65.2)):
         total = count_params(ModelConfig.from_hf_config(hf_config(name))).total / 1e9
         assert int(total * 10) / 10 == billions

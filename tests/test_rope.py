@@ -1,4 +1,5 @@
-"""RoPE: the package's rotation equals both layouts of the notes, and depends only on m − n."""
+"""RoPE: the package's rotation equals both layouts of the notes, and depends only on m
+− n."""
 
 import math
 
@@ -28,7 +29,8 @@ head_dims = st.integers(1, 16).map(lambda n: 2 * n)
 
 
 def note_002_meta(xq: torch.Tensor, dim: int, end: int, theta: float) -> torch.Tensor:
-    """Meta's precompute_freqs_cis + apply_rotary_emb as quoted in note 002 (float64 here)."""
+    """Meta's precompute_freqs_cis + apply_rotary_emb as quoted in note 002 (float64
+    here)."""
     freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].double() / dim))
     freqs = torch.outer(torch.arange(end, dtype=torch.float64), freqs)
     freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
@@ -121,7 +123,7 @@ def test_permuted_weights_give_the_same_attention_scores():
 
 
 def test_llama31_rope_scaling_matches_its_rules():
-    """Llama 3.1: factor 8, low/high frequency factors 1 and 4, original context 8192."""
+    """Llama 3.1: factor 8, low/high frequency factors 1 and 4, original context 8K."""
     base = rope_inv_freq(128, 500_000.0)
     scaled = llama3_inv_freq(base, 8.0, 1.0, 4.0, 8192)
     wavelen = 2 * math.pi / base

@@ -1,4 +1,5 @@
-"""Formula = exact count = numel of the torch model, for every preset and random small configs."""
+"""Formula = exact count = numel of the torch model, for every preset and random small
+configs."""
 
 import re
 
@@ -13,8 +14,8 @@ from tests.strategies import any_config
 
 
 def torch_shapes(model) -> dict[str, tuple]:
-    """Parameter shapes of layer 0 and the non-layer tensors, with 'layers.0.' dropped and the
-    experts' index replaced by '*': name → (shape, copies)."""
+    """Parameter shapes of layer 0 and the non-layer tensors, with 'layers.0.' dropped
+    and the experts' index replaced by '*': name → (shape, copies)."""
     out: dict[str, tuple] = {}
     for name, p in model.named_parameters():
         if name.startswith("layers.") and not name.startswith("layers.0."):

@@ -1,5 +1,6 @@
-"""FLOP conventions, training compute and memory, and the decode roofline, against published
-figures (typed here from their sources) and against torch's FlopCounterMode."""
+"""FLOP conventions, training compute and memory, and the decode roofline, against
+published figures (typed here from their sources) and against torch's FlopCounterMode.
+"""
 
 import json
 import subprocess
@@ -51,7 +52,8 @@ GPT3 = ModelConfig(
 
 
 def test_nanogpt_gpt2_test_vector():
-    """nanoGPT transformer_sizing.ipynb: GPT-2 124M without biases, T = 1024, full attention."""
+    """nanoGPT transformer_sizing.ipynb: GPT-2 124M without biases, T = 1024, full
+    attention."""
     cfg = presets.load("gpt2").replace(
         qkv_bias=False, o_proj_bias=False, mlp_bias=False
     )
@@ -104,7 +106,8 @@ def test_causal_average():
 
 
 def test_kaplan_table_1():
-    """Kaplan et al. 2020: N = 2·d_model·n_layer·(2·d_attn + d_ff), C = 2N + 2·n_layer·n_ctx·d_attn."""
+    """Kaplan et al. 2020: N = 2·d_model·n_layer·(2·d_attn + d_ff), C = 2N +
+    2·n_layer·n_ctx·d_attn."""
     cfg = presets.load("gpt2")
     n = 2 * 768 * 12 * (2 * 768 + 3072)
     assert kaplan_forward_flops(cfg, 1024) == 2 * n + 2 * 12 * 1024 * 768

@@ -1,9 +1,10 @@
 """Real model configurations shipped as data, each with the source it was taken from.
 
-Each preset is a JSON file beside this module: the model's Hugging Face ``config.json`` under
-``"config"``, the address it was copied from under ``"source"``, and the parameter count the
-model's publishers report (``"published_params"``, exact where one is published, with
-``"published_label"`` as they round it and ``"published_source"`` saying where it comes from).
+Each preset is a JSON file beside this module: the model's Hugging Face ``config.json``
+under ``"config"``, the address it was copied from under ``"source"``, and the parameter
+count the model's publishers report (``"published_params"``, exact where one is
+published, with ``"published_label"`` as they round it and ``"published_source"`` saying
+where it comes from).
 
     >>> from llmmath import presets
     >>> presets.load("llama-2-7b").hidden_size
@@ -15,7 +16,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -24,7 +25,7 @@ from llmmath.config import ConfigError, ModelConfig
 
 @dataclass(frozen=True)
 class Preset:
-    """One shipped preset: its name, display title, sources and raw HF ``config.json``."""
+    """One shipped preset: name, display title, sources and raw HF ``config.json``."""
 
     name: str
     title: str
@@ -39,7 +40,8 @@ class Preset:
 
     @property
     def config(self) -> ModelConfig:
-        """The preset read through `ModelConfig.from_hf_config`, as a pasted config would be."""
+        """The preset read through `ModelConfig.from_hf_config`, as a pasted config
+        would be."""
         return ModelConfig.from_hf_config(self.hf_config)
 
 
@@ -55,7 +57,8 @@ def get(name: str) -> Preset:
     """The `Preset` called ``name`` (case-insensitive).
 
     Raises:
-        ConfigError: no preset has that name; the message lists the names and the closest one.
+        ConfigError: no preset has that name; the message lists the names and the
+        closest one.
     """
     key = name.lower()
     if key not in names():
@@ -80,5 +83,6 @@ def get(name: str) -> Preset:
 
 
 def load(name: str) -> ModelConfig:
-    """The `ModelConfig` of the preset called ``name``; raises `ConfigError` if there is none."""
+    """The `ModelConfig` of the preset called ``name``; raises `ConfigError` if there is
+    none."""
     return get(name).config

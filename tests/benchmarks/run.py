@@ -36,7 +36,10 @@ def whole_process(args: list[str]) -> float:
 
 def import_time() -> float:
     """Median time of ``import llmmath`` in a fresh interpreter, in seconds."""
-    code = "import time; t = time.perf_counter(); import llmmath; print(time.perf_counter() - t)"
+    code = (
+        "import time; t = time.perf_counter(); import llmmath; "
+        "print(time.perf_counter() - t)"
+    )
     return statistics.median(
         float(
             subprocess.run(
@@ -52,7 +55,7 @@ def import_time() -> float:
 
 
 def chapter_time(path: Path) -> float:
-    """Seconds to execute a chapter top to bottom in a fresh kernel (start-up excluded)."""
+    """Seconds to execute a chapter top to bottom in a fresh kernel (no start-up)."""
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
         nb,
@@ -82,14 +85,15 @@ WIDGETS = {
 
 
 def widget_time(name: str) -> float:
-    """Median seconds for one control change of an explorer, in a kernel (widgets live)."""
+    """Median seconds for one control change of an explorer, in a live kernel."""
     make, control = WIDGETS[name]
     cells = [
         "import time, statistics\nfrom llmmath import widgets\n"
         f"explorer = widgets.{make}\ncontrol = {control}\nstart_value = control.value",
         "times = []\nfor i in range(20):\n    start = time.perf_counter()\n"
         "    control.value = start_value + 1 + i % 2\n"
-        "    times.append(time.perf_counter() - start)\nprint(statistics.median(times))",
+        "    times.append(time.perf_counter() - start)\n"
+        "print(statistics.median(times))",
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     NotebookClient(
@@ -104,7 +108,8 @@ def widget_time(name: str) -> float:
 def report(label: str, seconds: float, target: float) -> None:
     verdict = "ok" if seconds < target else "OVER TARGET"
     print(
-        f"{label:<52} {seconds * 1000:8.1f} ms   target < {target * 1000:.0f} ms   {verdict}"
+        f"{label:<52} {seconds * 1000:8.1f} ms   "
+        f"target < {target * 1000:.0f} ms   {verdict}"
     )
 
 
