@@ -8,6 +8,7 @@ appendix: note number, then the slip.
 """
 
 import datetime
+from pathlib import Path
 from fractions import Fraction
 
 import pytest
@@ -523,3 +524,14 @@ def test_note004_8LD2_assumes_mha():
     note = 2 * hidden + Fraction(3, 2) * inter
     right = hidden + Fraction(hidden, g) + Fraction(3, 2) * inter
     assert crossover(presets.load("llama-3-8b")) == right < note
+
+
+def test_intro_gqa_removes_eleven_percent_of_mistral():
+    """The front page: GQA removes 805,306,368 of Mistral-7B's MHA parameters, ~11 %."""
+    text = (Path(__file__).resolve().parents[1] / "book" / "intro.md").read_text()
+    gap = L0 * 2 * H0 * (H0 - 8 * 128)  # K and V at width 4096 instead of n_kv·d_h = 1024
+    mistral_published = 7_241_732_096
+    assert count_params(presets.load("mistral-7b-v0.1")).total == mistral_published
+    assert f"remove {gap:,} of the" in text
+    assert f"about {round(100 * gap / mistral_published)} % of the model" in text
+    assert "barely" not in text
