@@ -65,6 +65,7 @@ def glue_pct(key: str, x: float, digits: int = 2) -> None:
     glue_str(key, f"{x:.{digits}%}")
 
 
+_NONZERO = re.compile(r"[1-9]|inf|nan")
 _PADDED_CELL = re.compile(r"(<t[dh][^>]*>) *(.*?) *(</t[dh]>)")
 
 
@@ -80,7 +81,9 @@ def _cell_text(x: Any, floatfmt: str) -> str:
     if isinstance(x, numbers.Integral):
         return f"{int(x):,}"
     if isinstance(x, numbers.Real):
-        return format(float(x), floatfmt)
+        text = format(float(x), floatfmt)
+        # a value that rounds to zero shows as 0, never as -0.000 (its sign is noise)
+        return text[1:] if text.startswith("-") and not _NONZERO.search(text) else text
     return str(x)
 
 
@@ -171,12 +174,13 @@ def table(
 ) -> Table:
     """One table for the page: rows of cells under ``headers`` (put units in them).
 
-    Integers get thousands separators (``6,738,415,616``), floats ``floatfmt``, other
-    cells ``str``. Columns of numbers align right, others left, unless ``align`` says
-    (``"lrr"``, or a list of ``"left"``/``"right"``/``"center"``). ``fold=True`` wraps
-    the HTML in a ``<details>`` element whose summary is the caption, for long tables of
-    presets. Raises ``ValueError`` when a row's length differs from the headers'.
-    Used by every chapter and the errata appendix for every table they show.
+    Integers get thousands separators (``6,738,415,616``), floats ``floatfmt`` (never
+    ``-0.000``), ``None`` an empty cell, other cells ``str``. Columns of numbers align
+    right, others left, unless ``align`` says (``"lrr"``, or a list of
+    ``"left"``/``"right"``/``"center"``). ``fold=True`` wraps the HTML in a
+    ``<details>`` element whose summary is the caption, for long tables of presets.
+    Raises ``ValueError`` when a row's length differs from the headers'. Used by every
+    chapter and the errata appendix for every table they show.
     """
     return Table(
         list(rows), headers, caption=caption, align=align, fold=fold, floatfmt=floatfmt

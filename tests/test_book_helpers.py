@@ -111,6 +111,12 @@ def test_table_cells():
     assert repr(t).splitlines()[2].split() == ["True", "0.3333", "1,234", "x"]
     t = book.table([(2.0 / 3,)], ["r"], floatfmt=".2f")
     assert repr(t).splitlines()[-1].strip() == "0.67"
+    t = book.table([(-1e-17,), (-0.004,), (-0.006,)], ["r"], floatfmt=".2f")
+    assert [line.strip() for line in repr(t).splitlines()[2:]] == [
+        "0.00",
+        "0.00",
+        "-0.01",
+    ]
 
 
 def test_table_refuses_ragged_rows_and_bad_align():
