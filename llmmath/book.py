@@ -102,7 +102,7 @@ class Table:
         caption: str | None = None,
         align: Sequence[str] | str | None = None,
         fold: bool = False,
-        floatfmt: str = ",.4g",
+        floatfmt: str | Sequence[str] = ",.4g",
     ) -> None:
         self.headers = [str(h) for h in headers]
         self.rows = [list(r) for r in rows]
@@ -129,7 +129,14 @@ class Table:
         self.align = align
         self.caption = caption
         self.fold = fold
-        self.cells = [[_cell_text(x, floatfmt) for x in row] for row in self.rows]
+        fmts = [floatfmt] * n if isinstance(floatfmt, str) else list(floatfmt)
+        if len(fmts) != n:
+            raise ValueError(
+                f"floatfmt must give one format for each of the {n} columns"
+            )
+        self.cells = [
+            [_cell_text(x, fmt) for x, fmt in zip(row, fmts)] for row in self.rows
+        ]
 
     def _tabulate(self, tablefmt: str, cells: list[list[str]], headers: list[str]):
         from tabulate import tabulate
@@ -170,17 +177,17 @@ def table(
     caption: str | None = None,
     align: Sequence[str] | str | None = None,
     fold: bool = False,
-    floatfmt: str = ",.4g",
+    floatfmt: str | Sequence[str] = ",.4g",
 ) -> Table:
     """One table for the page: rows of cells under ``headers`` (put units in them).
 
-    Integers get thousands separators (``6,738,415,616``), floats ``floatfmt`` (never
-    ``-0.000``), ``None`` an empty cell, other cells ``str``. Columns of numbers align
-    right, others left, unless ``align`` says (``"lrr"``, or a list of
-    ``"left"``/``"right"``/``"center"``). ``fold=True`` wraps the HTML in a
-    ``<details>`` element whose summary is the caption, for long tables of presets.
-    Raises ``ValueError`` when a row's length differs from the headers'. Used by every
-    chapter and the errata appendix for every table they show.
+    Integers get thousands separators (``6,738,415,616``), floats ``floatfmt`` (one
+    spec, or one per column; never ``-0.000``), ``None`` an empty cell, other cells
+    ``str``. Columns of numbers align right, others left, unless ``align`` says
+    (``"lrr"``, or a list of ``"left"``/``"right"``/``"center"``). ``fold=True`` wraps
+    the HTML in a ``<details>`` element whose summary is the caption, for long tables of
+    presets. Raises ``ValueError`` when a row's length differs from the headers'. Used
+    by every chapter and the errata appendix for every table they show.
     """
     return Table(
         list(rows), headers, caption=caption, align=align, fold=fold, floatfmt=floatfmt

@@ -111,6 +111,10 @@ def test_table_cells():
     assert repr(t).splitlines()[2].split() == ["True", "0.3333", "1,234", "x"]
     t = book.table([(2.0 / 3,)], ["r"], floatfmt=".2f")
     assert repr(t).splitlines()[-1].strip() == "0.67"
+    t = book.table([(0.5, 0.25)], ["a", "b"], floatfmt=[".1f", ".0%"])
+    assert repr(t).splitlines()[-1].split() == ["0.5", "25%"]
+    with pytest.raises(ValueError, match="one format for each"):
+        book.table([(0.5, 0.25)], ["a", "b"], floatfmt=[".1f"])
     t = book.table([(-1e-17,), (-0.004,), (-0.006,)], ["r"], floatfmt=".2f")
     assert [line.strip() for line in repr(t).splitlines()[2:]] == [
         "0.00",
