@@ -3,8 +3,14 @@
 (function () {
   // embed-amd.js finds the icon fonts it bundles (html-manager/*.woff2) from its require.js module
   // path, which is page-relative by default: map that path to the html-manager/ folder beside this file.
+  // anywidget's front end (the explorers' model and view) is an AMD module vendored in
+  // anywidget/: the widget manager asks require.js for "anywidget" before it would try a CDN.
+  var here = document.currentScript.src.replace(/[^\/]*$/, "");
   require.config({
-    paths: {"@jupyter-widgets/html-manager/dist": document.currentScript.src.replace(/[^\/]*$/, "html-manager")}
+    paths: {
+      "@jupyter-widgets/html-manager/dist": here + "html-manager",
+      "anywidget": here + "anywidget/index"
+    }
   });
   // The widgets typeset their labels through MathJax 2's MathJax.Hub.Queue whenever window.MathJax
   // exists (jupyter-widgets/ipywidgets#3829); the book loads MathJax 3, so forward to its API.

@@ -12,22 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from llmmath.counting import GROUPS, ParamCount
-
-#: One colour per group, used by every figure and the widget.
-GROUP_COLORS = {
-    "embedding": "#4c72b0",
-    "attention": "#dd8452",
-    "ffn": "#55a868",
-    "norm": "#c44e52",
-    "lm_head": "#8172b3",
-}
-GROUP_LABELS = {
-    "embedding": "embedding",
-    "attention": "attention",
-    "ffn": "FFN",
-    "norm": "norms",
-    "lm_head": "LM head",
-}
+from llmmath.explorers import GROUP_COLORS, GROUP_LABELS  # shared with the explorers
 
 
 def _new_axes(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:

@@ -1,0 +1,913 @@
+"""The book's explorers as plain functions: state in, view out.
+
+Each explorer is one function of a JSON-ready ``state`` dict (the values of its
+controls) that returns a *view*: the state it settled on, the controls to draw and the
+blocks to show::
+
+    {"kind": "params", "state": {...}, "controls": [...], "blocks": [...]}
+
+The same function runs in two places: in a Jupyter kernel, where `llmmath.widgets` calls
+it on every change of a control, and on the published site, where Pyodide (CPython
+compiled to WebAssembly) runs it in the reader's browser (`llmmath.runtime`). One front
+end, ``llmmath/static/explorer.js``, draws the view in both: tables, notes and SVG
+figures.
+
+This module and everything it imports need only the standard library
+(tests/test_runtime.py imports it with numpy, sympy, torch, matplotlib and ipywidgets
+blocked).
+
+Controls are dicts with ``name``, ``label``, ``type`` (``int``, ``float``, ``select``,
+``check``, ``range`` or ``text``) and, by type, ``options`` (a list of
+``[value, label]``), ``min``, ``max``, ``step`` and ``disabled``. Blocks are dicts with
+a ``type``:
+
+- ``note``: ``text`` and ``tone`` (``info`` or ``error``);
+- ``table``: ``headers`` (or None), ``rows`` (lists of strings), ``align`` (l or r);
+- ``bars``: horizontal bars, ``items`` of ``label``, ``value``, ``color`` and ``text``;
+- ``stack``: one stacked bar of ``items`` against a ``limit``;
+- ``plot``: ``x`` and ``y`` axes (``min``, ``max``, ``log``, ``label``) and ``series``
+  of ``points`` drawn as ``line``, ``dashed``, ``dots`` or ``bars``.
+
+Bad values never raise: the view carries a ``note`` with the `ConfigError` message (the
+CLI's one-line message) in place of the numbers. `explore` is the one entry point;
+`explore_json` is what the browser calls.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from llmmath import presets
+from llmmath.config import ConfigError, ModelConfig, parse_config_text
+from llmmath.counting import GROUPS, ParamCount, count_params
+
+#: One colour per parameter group, used by the figures (`llmmath.plots`) and the
+# explorers.
+GROUP_COLORS = {
+    "embedding": "#4c72b0",
+    "attention": "#dd8452",
+    "ffn": "#55a868",
+    "norm": "#c44e52",
+    "lm_head": "#8172b3",
+}
+GROUP_LABELS = {
+    "embedding": "embedding",
+    "attention": "attention",
+    "ffn": "FFN",
+    "norm": "norms",
+    "lm_head": "LM head",
+}
+BAR_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
+#: Number formats the serving and memory explorers offer.
+FORMATS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+#: The "80 GB" of a GPU's name, in bytes (GB = 10⁹ bytes): what "fits in 80 GB" means.
+GPU_80GB = 80 * 10**9
+
+View = dict[str, Any]
+
+
+# --- state ----------------------------------------------------------------------------
+
+
+def divisors(n: int) -> list[int]:
+    """The positive divisors of ``n``, ascending: the valid ``num_key_value_heads`` for
+    n_h = n."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
+
+
+def _int(state: Mapping, name: str, low: int, high: int) -> int:
+    """``state[name]`` as an int in [low, high]. Raises ConfigError naming the field."""
+    value = state.get(name)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be a whole number, got {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low:,} and {high:,}, got {value:,}")
+    return value
+
+
+def _float(state: Mapping, name: str, low: float, high: float) -> float:
+    """``state[name]`` as a finite float in [low, high]. Raises ConfigError naming
+    it."""
+    value = state.get(name)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a number, got {value!r}") from None
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ConfigError(f"{name} must be between {low:,} and {high:,}, got {value}")
+    return value
+
+
+def _choice(state: Mapping, name: str, allowed, default):
+    value = state.get(name, default)
+    if value not in allowed:
+        raise ConfigError(
+            f"{name} must be one of {', '.join(map(str, allowed))}; got {value!r}"
+        )
+    return value
+
+
+def _preset(state: Mapping, default: str) -> str:
+    return _choice(state, "preset", presets.names(), default)
+
+
+# --- controls and blocks --------------------------------------------------------------
+
+
+def _number(name, label, low, high, kind="int", step=None) -> dict:
+    control = {"name": name, "label": label, "type": kind, "min": low, "max": high}
+    if step is not None:
+        control["step"] = step
+    return control
+
+
+def _select(name, label, options, disabled=False) -> dict:
+    pairs = [list(o) if isinstance(o, (tuple, list)) else [o, str(o)] for o in options]
+    return {
+        "name": name,
+        "label": label,
+        "type": "select",
+        "options": pairs,
+        "disabled": disabled,
+    }
+
+
+def _check(name, label, disabled=False) -> dict:
+    return {"name": name, "label": label, "type": "check", "disabled": disabled}
+
+
+def _preset_select(label="model") -> dict:
+    return _select("preset", label, presets.names())
+
+
+def note(text: str, tone: str = "info") -> dict:
+    return {"type": "note", "text": text, "tone": tone}
+
+
+def table(rows, headers=None, align=None) -> dict:
+    """A table block; every cell is a string (numbers formatted here, not in the
+    browser)."""
+    rows = [[str(c) for c in row] for row in rows]
+    width = len(headers) if headers else max((len(r) for r in rows), default=1)
+    return {
+        "type": "table",
+        "headers": headers,
+        "rows": rows,
+        "align": align or "l" + "r" * (width - 1),
+    }
+
+
+def _error_view(kind: str, state: Mapping, controls: list, error: Exception) -> View:
+    return {
+        "kind": kind,
+        "state": dict(state),
+        "controls": controls,
+        "blocks": [note(f"Invalid configuration: {error}", "error")],
+    }
+
+
+# --- chapter 1: parameters ------------------------------------------------------------
+
+PARAM_FIELDS = (
+    ("hidden_size", "H", 10**6),
+    ("num_hidden_layers", "L", 10**4),
+    ("num_attention_heads", "n_h", 4096),
+    ("vocab_size", "V", 10**7),
+    ("intermediate_size", "I", 10**7),
+)
+
+
+def breakdown_rows(counts: ParamCount) -> list[list[str]]:
+    """Rows (group, parameters, share) of a breakdown, then per layer, non-embedding,
+    the active parameters of a mixture of experts, and the total."""
+    rows = [
+        [GROUP_LABELS[g], f"{n:,}", f"{n / counts.total:.2%}"]
+        for g, n in counts.by_group().items()
+        if g in GROUPS
+    ]
+    rows += [
+        ["per layer", f"{counts.per_layer:,}", ""],
+        ["non-embedding", f"{counts.non_embedding:,}", ""],
+    ]
+    if counts.active != counts.total:
+        rows.append(["active per token", f"{counts.active:,}", ""])
+    rows.append(["total", f"{counts.total:,}", "100%"])
+    return rows
+
+
+def group_bars(counts: ParamCount, title: str) -> dict:
+    """A bars block of the groups' counts (bar length ∝ parameters)."""
+    items = [
+        {
+            "label": GROUP_LABELS[g],
+            "value": n,
+            "color": GROUP_COLORS[g],
+            "text": f"{n / counts.total:.1%}",
+        }
+        for g, n in counts.by_group().items()
+        if g in GROUPS
+    ]
+    return {"type": "bars", "title": title, "items": items}
+
+
+def param_config(state: Mapping) -> ModelConfig:
+    """The configuration a `params` state describes: the preset with the edited sizes.
+
+    Raises:
+        ConfigError: a size out of range or a combination `ModelConfig` refuses.
+    """
+    base = presets.load(_preset(state, "llama-2-7b"))
+    changes = {f: _int(state, f, 1, top) for f, _, top in PARAM_FIELDS}
+    changes["num_key_value_heads"] = _int(state, "num_key_value_heads", 1, 4096)
+    changes["tie_word_embeddings"] = bool(state.get("tie_word_embeddings"))
+    same_heads = (changes["hidden_size"], changes["num_attention_heads"]) == (
+        base.hidden_size,
+        base.num_attention_heads,
+    )
+    if same_heads:
+        changes["head_dim"] = base.head_dim  # keep an explicit head_dim (Qwen3)
+    return base.replace(**changes)
+
+
+def params(state: Mapping) -> View:
+    """Chapter 1's parameter explorer: a preset, H, L, n_h, n_kv (divisors of n_h only),
+    V, I and tying → the exact breakdown by group (`count_params`) and its bars.
+
+    Choosing another preset loads its sizes (``state["loaded"]`` remembers which preset
+    the sizes came from)."""
+    state = {"preset": "llama-2-7b", **state}
+    name = state["preset"]
+    if name in presets.names() and state.get("loaded") != name:
+        cfg = presets.load(name)
+        state.update({f: getattr(cfg, f) for f, _, _ in PARAM_FIELDS})
+        state.update(
+            num_key_value_heads=cfg.num_key_value_heads,
+            tie_word_embeddings=cfg.tie_word_embeddings,
+            loaded=name,
+        )
+    heads = state.get("num_attention_heads")
+    offered = divisors(heads) if isinstance(heads, int) and 1 <= heads <= 4096 else []
+    if offered and state.get("num_key_value_heads") not in offered:
+        state["num_key_value_heads"] = heads  # MHA when n_kv no longer divides n_h
+    controls = [
+        _preset_select(),
+        *(_number(f, label, 1, top) for f, label, top in PARAM_FIELDS[:3]),
+        _select(
+            "num_key_value_heads", "n_kv", offered or [state["num_key_value_heads"]]
+        ),
+        *(_number(f, label, 1, top) for f, label, top in PARAM_FIELDS[3:]),
+        _check("tie_word_embeddings", "tie_word_embeddings"),
+    ]
+    try:
+        cfg = param_config(state)
+    except ConfigError as e:
+        return _error_view("params", state, controls, e)
+    counts = count_params(cfg)
+    edited = cfg != presets.load(state["preset"])
+    title = f"{state['preset']} (edited)" if edited else state["preset"]
+    return {
+        "kind": "params",
+        "state": state,
+        "controls": controls,
+        "blocks": [
+            note(f"d_h = {cfg.head_dim}, g = n_h / n_kv = {cfg.group_size}"),
+            table(breakdown_rows(counts), ["group", "parameters", "share"]),
+            group_bars(counts, title),
+        ],
+    }
+
+
+# --- chapter 3: attention -------------------------------------------------------------
+
+
+def attention_rows(cfg: ModelConfig, seq_len: int, dtype: str = "bf16") -> list:
+    """(label, value) rows of the attention explorer for one configuration: d_h and g,
+    attention parameters of a layer and of the model, KV cache bytes per token,
+    attention FLOPs per token at ``seq_len`` (all pairs and causal), and the QKᵀ + AV
+    share."""
+    from llmmath.flops import attention_flops
+    from llmmath.kvcache import kv_cache_bytes_per_token
+
+    counts = count_params(cfg)
+    per_layer = sum(
+        t.numel for t in counts.tensors if t.group == "attention" and t.per_layer
+    )
+    full = attention_flops(cfg, seq_len)
+    causal = attention_flops(cfg, seq_len, causal=True)
+    layers = cfg.num_hidden_layers
+    return [
+        ("d_h, g", f"{cfg.head_dim}, {cfg.group_size}"),
+        ("attention parameters, one layer", f"{per_layer:,}"),
+        (
+            f"attention parameters, {layers} layers",
+            f"{counts.by_group()['attention']:,}",
+        ),
+        (
+            f"KV cache bytes per token ({dtype})",
+            f"{kv_cache_bytes_per_token(cfg, dtype):,}",
+        ),
+        (
+            f"attention FLOPs per token at t = {seq_len:,}, all pairs",
+            f"{full.total // seq_len:,}",
+        ),
+        (
+            f"attention FLOPs per token at t = {seq_len:,}, causal",
+            f"{causal.total // seq_len:,}",
+        ),
+        ("QKᵀ + AV share of them, causal", f"{causal.quadratic / causal.total:.1%}"),
+    ]
+
+
+def attention(state: Mapping) -> View:
+    """Chapter 3's attention explorer: H, n_h, n_kv (divisors of n_h) and t → attention
+    parameters, KV cache bytes per token and attention FLOPs per token
+    (`attention_rows`), beside the MHA twin (n_kv = n_h); L and the rest from
+    ``state["preset"]``."""
+    state = {"preset": "llama-3-8b", "seq_len": 4096, **state}
+    base = presets.load(_preset(state, "llama-3-8b"))
+    for field in ("hidden_size", "num_attention_heads", "num_key_value_heads"):
+        state.setdefault(field, getattr(base, field))
+    heads = state["num_attention_heads"]
+    offered = divisors(heads) if isinstance(heads, int) and 1 <= heads <= 4096 else []
+    if offered and state["num_key_value_heads"] not in offered:
+        state["num_key_value_heads"] = heads
+    controls = [
+        _number("hidden_size", "H", 1, 10**6),
+        _number("num_attention_heads", "n_h", 1, 4096),
+        _select(
+            "num_key_value_heads", "n_kv", offered or [state["num_key_value_heads"]]
+        ),
+        _number("seq_len", "t", 1, 10**7),
+    ]
+    try:
+        cfg = base.replace(
+            hidden_size=_int(state, "hidden_size", 1, 10**6),
+            num_attention_heads=_int(state, "num_attention_heads", 1, 4096),
+            num_key_value_heads=_int(state, "num_key_value_heads", 1, 4096),
+        )
+        seq_len = _int(state, "seq_len", 1, 10**7)
+        twin = cfg.replace(
+            num_key_value_heads=cfg.num_attention_heads, head_dim=cfg.head_dim
+        )
+        ours, mha = attention_rows(cfg, seq_len), attention_rows(twin, seq_len)
+    except ConfigError as e:
+        return _error_view("attention", state, controls, e)
+    rows = [[label, a, b] for (label, a), (_, b) in zip(ours, mha)]
+    return {
+        "kind": "attention",
+        "state": state,
+        "controls": controls,
+        "blocks": [table(rows, ["", "this configuration", "MHA (n_kv = n_h)"])],
+    }
+
+
+# --- chapter 6: RoPE ------------------------------------------------------------------
+
+ROPE_BASES = (
+    (10000.0, "10⁴ (LLaMA 1/2)"),
+    (500000.0, "5·10⁵ (Llama 3)"),
+    (1000000.0, "10⁶ (Qwen, MiniMind)"),
+)
+
+
+def rotary_numbers(position: int, pair: int, base: float, head_dim: int) -> dict:
+    """θ_i = base^(−2i/d_h) (radians per token), λ_i = 2π/θ_i (tokens), the angle m·θ_i,
+    its cos and sin, turns, and how many pairs have λ ≤ m (Su et al. 2021, RoFormer,
+    Sec. 3.4; the torch version is `llmmath.rope.rope_inv_freq`)."""
+    thetas = [base ** (-2 * i / head_dim) for i in range(head_dim // 2)]
+    wavelengths = [2 * math.pi / t for t in thetas]
+    angle = position * thetas[pair]
+    return {
+        "theta": thetas[pair],
+        "wavelength": wavelengths[pair],
+        "cos": math.cos(angle),
+        "sin": math.sin(angle),
+        "angle": angle,
+        "turns": angle / (2 * math.pi),
+        "done": sum(w <= position for w in wavelengths),
+        "wavelengths": wavelengths,
+    }
+
+
+def rotary(state: Mapping) -> View:
+    """Chapter 6's RoPE explorer: position m, pair i, base and d_h → θ_i, λ_i, the
+    rotated pair on the unit circle and every pair's wavelength (`rotary_numbers`)."""
+    state = {"position": 100, "pair": 8, "base": 10000.0, "head_dim": 128, **state}
+    if state["head_dim"] in (64, 128):
+        state["pair"] = min(state["pair"], state["head_dim"] // 2 - 1)
+    top = state["head_dim"] // 2 - 1 if state["head_dim"] in (64, 128) else 63
+    controls = [
+        {**_number("position", "position m", 0, 32768), "type": "range"},
+        {**_number("pair", "pair i", 0, top), "type": "range"},
+        _select("base", "base", ROPE_BASES),
+        _select("head_dim", "d_h", (64, 128)),
+    ]
+    try:
+        d = _choice(state, "head_dim", (64, 128), 128)
+        base = _choice(state, "base", [b for b, _ in ROPE_BASES], 10000.0)
+        m = _int(state, "position", 0, 32768)
+        i = _int(state, "pair", 0, d // 2 - 1)
+    except ConfigError as e:
+        return _error_view("rotary", state, controls, e)
+    v = rotary_numbers(m, i, float(base), d)
+    rows = [
+        ["θ_i, radians per token", f"{v['theta']:.6g}"],
+        ["wavelength λ_i = 2π/θ_i", f"{v['wavelength']:,.1f} tokens"],
+        ["angle m·θ_i", f"{v['angle']:,.3f} rad = {v['turns']:,.3f} turns"],
+        ["(cos, sin) of the angle", f"({v['cos']:.4f}, {v['sin']:.4f})"],
+        ["pairs with λ ≤ m", f"{v['done']} of {d // 2}"],
+    ]
+    circle = [
+        [math.cos(2 * math.pi * k / 96), math.sin(2 * math.pi * k / 96)]
+        for k in range(97)
+    ]
+    pair_plot = {
+        "type": "plot",
+        "width": 180,
+        "height": 180,
+        "x": {"min": -1.15, "max": 1.15},
+        "y": {"min": -1.15, "max": 1.15},
+        "series": [
+            {"points": circle, "mode": "line", "color": "#bbbbbb"},
+            {"points": [[0, 0], [1, 0]], "mode": "line", "color": "#999999"},
+            {
+                "points": [[0, 0], [v["cos"], v["sin"]]],
+                "mode": "line",
+                "color": "#dd8452",
+                "label": f"pair {i} at m = {m:,}",
+            },
+        ],
+    }
+    bars = [[k, w] for k, w in enumerate(v["wavelengths"])]
+    wave_plot = {
+        "type": "plot",
+        "width": 340,
+        "height": 180,
+        "x": {"min": -0.5, "max": d // 2 - 0.5, "label": "pair i"},
+        "y": {"min": 1, "max": 1e7, "log": True, "label": "λ_i (tokens)"},
+        "series": [
+            {"points": bars, "mode": "bars", "color": "#4c72b0"},
+            {"points": [bars[i]], "mode": "bars", "color": "#dd8452"},
+            {
+                "points": [[-0.5, max(m, 1)], [d // 2 - 0.5, max(m, 1)]],
+                "mode": "dashed",
+                "color": "#333333",
+                "label": f"m = {m:,}",
+            },
+        ],
+    }
+    return {
+        "kind": "rotary",
+        "state": state,
+        "controls": controls,
+        "blocks": [pair_plot, wave_plot, table(rows)],
+    }
+
+
+# --- chapter 7: serving ---------------------------------------------------------------
+
+
+def serving(state: Mapping) -> View:
+    """Chapter 7's serving explorer: preset, number formats, batch, context and GPU
+    memory (GB = 10⁹ bytes) → weights + KV cache, whether they fit, the largest batch
+    and the longest context (`llmmath.memory.serving_fit`)."""
+    from llmmath.memory import serving_fit
+    from llmmath.units import human_bytes
+
+    state = {
+        "preset": "llama-3-8b",
+        "weight_dtype": "bf16",
+        "cache_dtype": "bf16",
+        "batch": 16,
+        "seq_len": 8192,
+        "gpu_gb": 80.0,
+        **state,
+    }
+    controls = [
+        _preset_select(),
+        _select("weight_dtype", "weights", FORMATS),
+        _select("cache_dtype", "KV cache", FORMATS),
+        _number("batch", "batch", 1, 10**6),
+        _number("seq_len", "context", 1, 10**8),
+        _number("gpu_gb", "GPU (GB)", 0.001, 10**6, "float", 1),
+    ]
+    try:
+        cfg = presets.load(_preset(state, "llama-3-8b"))
+        batch = _int(state, "batch", 1, 10**6)
+        seq_len = _int(state, "seq_len", 1, 10**8)
+        gpu = round(_float(state, "gpu_gb", 0.001, 10**6) * 10**9)
+        fit = serving_fit(
+            cfg, gpu, batch, seq_len, state["weight_dtype"], state["cache_dtype"]
+        )
+    except ConfigError as e:
+        return _error_view("serving", state, controls, e)
+    verdict = "fit" if fit.fits else "do not fit"
+    rows = [
+        ["weights", f"{fit.weight_bytes:,} bytes = {human_bytes(fit.weight_bytes)}"],
+        [
+            f"KV cache, {batch:,} × {seq_len:,} tokens",
+            f"{fit.cache_bytes:,} bytes = {human_bytes(fit.cache_bytes)}",
+        ],
+        [
+            "weights + KV cache",
+            f"{fit.total_bytes:,} bytes = {human_bytes(fit.total_bytes)}",
+        ],
+        [f"in {gpu / 10**9:,.3f} GB they", verdict],
+        [f"largest batch of {seq_len:,}-token sequences", f"{fit.max_batch:,}"],
+        [
+            f"longest context for a batch of {batch:,}",
+            f"{fit.max_seq_len:,} tokens (the model is built for "
+            f"{fit.context_limit:,})",
+        ],
+    ]
+    items = {"weights": fit.weight_bytes, "KV cache": fit.cache_bytes}
+    return {
+        "kind": "serving",
+        "state": state,
+        "controls": controls,
+        "blocks": [table(rows), stack(items, gpu)],
+    }
+
+
+def stack(items: Mapping[str, int], limit: int) -> dict:
+    """A stacked bar of ``items`` (bytes) against ``limit`` bytes."""
+    return {
+        "type": "stack",
+        "items": [
+            {"label": k, "value": v, "color": BAR_COLORS[i % len(BAR_COLORS)]}
+            for i, (k, v) in enumerate(items.items())
+        ],
+        "limit": limit,
+        "limit_label": f"the GPU, {limit / 10**9:,.2f} GB",
+    }
+
+
+# --- chapter 9: memory and the roofline -----------------------------------------------
+
+
+def memory(state: Mapping) -> View:
+    """Chapter 9's memory budget: preset, number format, optimizer, batch, sequence,
+    flash attention and GPU size (GB = 10⁹ bytes) → bytes item by item
+    (`llmmath.memory.memory_budget`) against the GPU."""
+    from llmmath.memory import OPTIMIZERS, memory_budget
+
+    state = {
+        "preset": "llama-3-8b",
+        "dtype": "bf16",
+        "optimizer": "Adam, mixed precision",
+        "batch": 1,
+        "seq_len": 4096,
+        "flash": True,
+        "gpu_gb": 80.0,
+        **state,
+    }
+    training = OPTIMIZERS.get(state["optimizer"]) is not None
+    controls = [
+        _preset_select(),
+        _select("dtype", "weights", ("fp32", "bf16", "fp8", "int8", "int4"), training),
+        _select("optimizer", "optimizer", list(OPTIMIZERS)),
+        _number("batch", "batch", 1, 10**6),
+        _number("seq_len", "sequence", 1, 10**7),
+        _check("flash", "flash attention", not training),
+        _number("gpu_gb", "GPU (GB)", 0.001, 10**6, "float", 1),
+    ]
+    try:
+        cfg = presets.load(_preset(state, "llama-3-8b"))
+        batch = _int(state, "batch", 1, 10**6)
+        seq_len = _int(state, "seq_len", 1, 10**7)
+        gpu = round(_float(state, "gpu_gb", 0.001, 10**6) * 10**9)
+        items = memory_budget(
+            cfg,
+            state["dtype"],
+            state["optimizer"],
+            batch,
+            seq_len,
+            bool(state["flash"]),
+        )
+    except ConfigError as e:
+        return _error_view("memory", state, controls, e)
+    total = sum(items.values())
+    rows = [
+        [k, f"{v:,}", f"{v / 10**9:,.2f}", f"{v / total:.1%}"] for k, v in items.items()
+    ]
+    rows.append(["total", f"{total:,}", f"{total / 10**9:,.2f}", ""])
+    blocks = []
+    if seq_len > cfg.max_position_embeddings:
+        blocks.append(
+            note(
+                f"The model is built for {cfg.max_position_embeddings:,} tokens.",
+                "error",
+            )
+        )
+    verdict = (
+        "fits"
+        if total <= gpu
+        else f"does not fit: at least {-(-total // gpu):,} such GPUs"
+    )
+    blocks += [
+        table(rows, ["item", "bytes", "GB", "share"]),
+        note(f"against {gpu / 10**9:,.2f} GB: {verdict}"),
+        stack(items, gpu),
+    ]
+    return {"kind": "memory", "state": state, "controls": controls, "blocks": blocks}
+
+
+ROOFLINE_BATCHES = [2**k for k in range(11)]  # the decode curve: batch 1 ... 1024
+
+
+def roofline(state: Mapping) -> View:
+    """Chapter 9's roofline: preset, GPU, formats, batch and context → the decode step
+    on the roofline and its numbers (`llmmath.roofline`: `decode_step`, `prefill_step`,
+    `compute_bound_batch`) and whether weights + cache fit in 80 GB (`serving_fit`)."""
+    from llmmath.memory import serving_fit
+    from llmmath.roofline import GPUS, compute_bound_batch, decode_step, prefill_step
+
+    state = {
+        "preset": "llama-3-8b",
+        "gpu": "H100-SXM5-80GB",
+        "weight_dtype": "bf16",
+        "cache_dtype": "bf16",
+        "batch": 16,
+        "context": 4096,
+        **state,
+    }
+    formats = ("fp32", "bf16", "fp8", "int8", "int4")
+    controls = [
+        _preset_select(),
+        _select("gpu", "GPU", list(GPUS)),
+        _select("weight_dtype", "weights", formats),
+        _select("cache_dtype", "KV cache", formats),
+        _number("batch", "batch", 1, 10**6),
+        _number("context", "context", 1, 10**7),
+    ]
+    try:
+        cfg = presets.load(_preset(state, "llama-3-8b"))
+        gpu = GPUS[_choice(state, "gpu", list(GPUS), "H100-SXM5-80GB")]
+        fmt = (
+            _choice(state, "weight_dtype", formats, "bf16"),
+            _choice(state, "cache_dtype", formats, "bf16"),
+        )
+        b = _int(state, "batch", 1, 10**6)
+        c = _int(state, "context", 1, 10**7)
+        step = decode_step(cfg, gpu, b, c, *fmt)
+        curve = [decode_step(cfg, gpu, bb, c, *fmt) for bb in ROOFLINE_BATCHES]
+        prefill = prefill_step(cfg, gpu, c, 1, *fmt)
+        found = compute_bound_batch(cfg, gpu, c, *fmt)
+        fit = serving_fit(cfg, GPU_80GB, b, c, *fmt)
+    except ConfigError as e:
+        return _error_view("roofline", state, controls, e)
+    rows = [
+        ["FLOPs of the step", f"{step.flops:,}"],
+        ["bytes read", f"{step.bytes:,}"],
+        ["intensity", f"{step.intensity:,.2f} FLOPs/byte"],
+        ["ridge of the GPU", f"{gpu.ridge_point:,.1f} FLOPs/byte"],
+        ["compute time", f"{step.compute_seconds * 1e3:,.3f} ms"],
+        ["memory time", f"{step.memory_seconds * 1e3:,.3f} ms"],
+        ["bound", "memory" if step.memory_bound else "compute"],
+        ["tokens/s, all sequences", f"{step.tokens_per_second:,.0f}"],
+        ["tokens/s, per sequence", f"{step.tokens_per_second / b:,.1f}"],
+        ["compute-bound from batch", "never" if found is None else f"{found:,}"],
+        ["prefill intensity", f"{prefill.intensity:,.0f} FLOPs/byte"],
+        ["weights + cache in 80 GB", "fit" if fit.fits else "do not fit"],
+    ]
+
+    def roof(g):
+        xs = [0.1, g.ridge_point, 1e5]
+        return [[x, min(g.peak_flops, x * g.bandwidth)] for x in xs]
+
+    def point(s):
+        return [s.intensity, s.flops / s.seconds]
+
+    series = [
+        {"points": roof(g), "mode": "dashed", "color": "#999999"}
+        for name, g in GPUS.items()
+        if name != gpu.name
+    ]
+    series += [
+        {
+            "points": roof(gpu),
+            "mode": "line",
+            "color": "#000000",
+            "label": f"{gpu.name} (dashed: other GPUs)",
+        },
+        {"points": [point(s) for s in curve], "mode": "line", "color": "#4c72b0"},
+        {
+            "points": [point(s) for s in curve],
+            "mode": "dots",
+            "color": "#4c72b0",
+            "label": "decode, batch 1 … 1,024",
+        },
+        {
+            "points": [point(prefill)],
+            "mode": "dots",
+            "radius": 5.5,
+            "color": "#55a868",
+            "label": "prefill of one prompt",
+        },
+        {
+            "points": [point(step)],
+            "mode": "dots",
+            "radius": 5.5,
+            "color": "#dd8452",
+            "label": f"decode, batch {b:,}",
+        },
+    ]
+    plot = {
+        "type": "plot",
+        "width": 440,
+        "height": 280,
+        "x": {"min": 0.1, "max": 1e5, "log": True, "label": "FLOPs per byte"},
+        "y": {"min": 1e11, "max": 1e16, "log": True, "label": "FLOP/s"},
+        "series": series,
+    }
+    return {
+        "kind": "roofline",
+        "state": state,
+        "controls": controls,
+        "blocks": [plot, table(rows)],
+    }
+
+
+# --- the calculator page --------------------------------------------------------------
+
+PASTED = "(pasted config.json)"
+
+
+def calculator(state: Mapping) -> View:
+    """The calculator page: a preset or a pasted Hugging Face ``config.json``, and a
+    batch, a length, a number format and a GPU → parameters by group (total and active),
+    the KV cache, forward FLOPs per token and weights + cache against the GPU, computed
+    by the CLI's own functions (`llmmath.cli.params_report`, `kv_cache_report`,
+    `flops_report`) and `llmmath.memory.serving_fit`. A bad config shows the CLI's
+    one-line message."""
+    from llmmath.cli import flops_report, kv_cache_report, params_report
+    from llmmath.memory import serving_fit
+    from llmmath.roofline import GPUS
+    from llmmath.units import human_bytes
+
+    state = {
+        "preset": "llama-3-8b",
+        "config": "",
+        "batch": 1,
+        "seq_len": 4096,
+        "dtype": "bf16",
+        "gpu": "H100-SXM5-80GB",
+        **state,
+    }
+    name = state["preset"]
+    if name in presets.names() and state.get("loaded") != name:
+        state["config"] = json.dumps(presets.get(name).hf_config, indent=2)
+        state["loaded"] = name
+    elif name in presets.names() and state["config"] != json.dumps(
+        presets.get(name).hf_config, indent=2
+    ):
+        state["preset"] = state["loaded"] = PASTED  # the reader edited the text
+    controls = [
+        _select("preset", "model", [*presets.names(), PASTED]),
+        _number("batch", "batch", 1, 10**6),
+        _number("seq_len", "tokens", 1, 10**8),
+        _select("dtype", "format", FORMATS),
+        _select("gpu", "GPU", list(GPUS)),
+        {"name": "config", "label": "config.json", "type": "text"},
+    ]
+    try:
+        if state["preset"] == PASTED:
+            title = "the pasted config.json"
+            cfg = ModelConfig.from_hf_config(
+                parse_config_text(str(state["config"]), title)
+            )
+        else:
+            title = presets.get(_preset(state, "llama-3-8b")).title
+            cfg = presets.load(state["preset"])
+        batch = _int(state, "batch", 1, 10**6)
+        seq_len = _int(state, "seq_len", 1, 10**8)
+        dtype = _choice(state, "dtype", FORMATS, "bf16")
+        gpu = GPUS[_choice(state, "gpu", list(GPUS), "H100-SXM5-80GB")]
+        p = params_report(title, cfg)
+        kv = kv_cache_report(title, cfg, seq_len, batch, dtype)
+        fl = flops_report(title, cfg, seq_len)
+        fit = serving_fit(cfg, GPU_80GB, batch, seq_len, dtype, dtype)
+    except ConfigError as e:
+        view = _error_view("calculator", state, controls, e)
+        view["blocks"] = [note(f"llmmath: error: {e}", "error")]
+        return view
+    total = p["total"]
+    groups = [
+        [GROUP_LABELS[g], f"{n:,}", f"{n / total:.2%}"]
+        for g, n in p["groups"].items()
+        if g in GROUPS
+    ]
+    groups += [
+        ["non-embedding", f"{p['non_embedding']:,}", ""],
+        ["active per token", f"{p['active']:,}", f"{p['active'] / total:.2%}"],
+        ["total", f"{total:,}", "100%"],
+    ]
+    parts = fl["parts"]
+    flops_rows = [
+        ["attention projection matmuls", f"{parts['attention_projections']:,}"],
+        ["FFN matmuls", f"{parts['ffn']:,}"],
+        ["LM head matmul", f"{parts['lm_head']:,}"],
+        ["QKᵀ and AV (causal)", _flops_text(parts["attention_qk_av"])],
+        ["forward FLOPs per token", _flops_text(fl["forward_flops_per_token"])],
+    ]
+    cache_rows = [
+        [f"KV cache per token ({dtype})", f"{kv['bytes_per_token']:,} bytes"],
+        [
+            f"KV cache, batch {batch:,} × {seq_len:,} tokens",
+            f"{kv['bytes']:,} bytes = {human_bytes(kv['bytes'])}",
+        ],
+        [
+            f"weights ({dtype})",
+            f"{fit.weight_bytes:,} bytes = {human_bytes(fit.weight_bytes)}",
+        ],
+        [
+            f"weights + cache in {gpu.name} (80 GB)",
+            ("fit" if fit.fits else "do not fit")
+            + f": largest batch {fit.max_batch:,}, longest context {fit.max_seq_len:,}",
+        ],
+    ]
+    if kv["cached_tokens"] < seq_len:
+        cache_rows.insert(
+            1, ["tokens kept (sliding window)", f"{kv['cached_tokens']:,}"]
+        )
+    return {
+        "kind": "calculator",
+        "state": state,
+        "controls": controls,
+        "blocks": [
+            note(f"{title}: {total:,} parameters"),
+            table(groups, ["group", "parameters", "share"]),
+            table(cache_rows, ["memory", "bytes"]),
+            table(flops_rows, ["FLOPs per token", f"at t = {seq_len:,}"]),
+            stack({"weights": fit.weight_bytes, "KV cache": fit.cache_bytes}, GPU_80GB),
+        ],
+    }
+
+
+def _flops_text(value: int | float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
+
+
+# --- the entry points -----------------------------------------------------------------
+
+EXPLORERS: dict[str, Callable[[Mapping], View]] = {
+    "params": params,
+    "attention": attention,
+    "rotary": rotary,
+    "serving": serving,
+    "memory": memory,
+    "roofline": roofline,
+    "calculator": calculator,
+}
+
+
+def explore(kind: str, state: Mapping) -> View:
+    """The view of explorer ``kind`` (a key of `EXPLORERS`) for ``state``.
+
+    Raises:
+        ConfigError: an unknown ``kind`` or a state that is not a dict; bad values
+        inside the state are shown in the view, not raised.
+    """
+    if kind not in EXPLORERS:
+        raise ConfigError(
+            f"unknown explorer {kind!r}; explorers: {', '.join(EXPLORERS)}"
+        )
+    if not isinstance(state, Mapping):
+        raise ConfigError(
+            f"an explorer's state must be a dict, got {type(state).__name__}"
+        )
+    try:
+        return EXPLORERS[kind](state)
+    except (
+        TypeError,
+        ValueError,
+        KeyError,
+    ) as e:  # ill-typed values from a hand-made state
+        return _error_view(kind, state, [], ConfigError(str(e)))
+
+
+def explore_json(kind: str, state_json: str) -> str:
+    """`explore` from and to JSON text: what the browser calls through Pyodide."""
+    return json.dumps(explore(kind, json.loads(state_json)))
+
+
+def view_text(view: View) -> str:
+    """The view's notes and tables as plain text, one row a line (for tests and for
+    nbval)."""
+    lines = []
+    for block in view["blocks"]:
+        if block["type"] == "note":
+            lines.append(block["text"])
+        elif block["type"] == "table":
+            if block["headers"]:
+                lines.append(" | ".join(block["headers"]))
+            lines += [" | ".join(row) for row in block["rows"]]
+    return "\n".join(lines)

@@ -1,0 +1,317 @@
+// The one front end of the book's explorers: an anywidget ES module (llmmath/widgets.py).
+//
+// It draws the view that `llmmath.explorers.explore(kind, state)` returns: the controls, then
+// notes, tables, bars and SVG plots. When the reader changes a control it asks for a new view:
+//  - in a Jupyter kernel (JupyterLab, Notebook 7, VS Code, Colab), by sending the new state to
+//    the kernel, which calls the same function and sends the view back;
+//  - on the published site, where `globalThis.llmmathRuntime` exists (_static/runtime/), by
+//    calling that function in the reader's browser on Pyodide, loaded on first use.
+// Nothing here computes a number: every figure shown comes from the view.
+
+const SVG = "http://www.w3.org/2000/svg";
+
+function h(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v);
+  }
+  node.append(...children);
+  return node;
+}
+
+function s(tag, attrs = {}, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+const round = (x) => Math.round(x * 10) / 10;
+
+// --- blocks ---------------------------------------------------------------------------------
+
+function drawNote(block) {
+  return h("div", { class: `llmmath-note llmmath-${block.tone}`, text: block.text });
+}
+
+function drawTable(block) {
+  const align = (i) => (block.align[i] === "r" ? "llmmath-r" : "llmmath-l");
+  const table = h("table", { class: "llmmath-table" });
+  if (block.headers) {
+    const row = h("tr");
+    block.headers.forEach((text, i) => row.append(h("th", { class: align(i), text })));
+    table.append(h("thead", {}, row));
+  }
+  const body = h("tbody");
+  for (const cells of block.rows) {
+    const row = h("tr");
+    cells.forEach((text, i) => row.append(h("td", { class: align(i), text })));
+    body.append(row);
+  }
+  table.append(body);
+  return table;
+}
+
+function drawBars(block) {
+  const width = 320, rowH = 18, labelW = 80, barW = 190;
+  const largest = Math.max(...block.items.map((it) => it.value), 1);
+  const svg = s("svg", {
+    width, height: 20 + rowH * block.items.length, class: "llmmath-figure",
+    role: "img", "aria-label": block.title,
+  });
+  svg.append(s("text", { x: 0, y: 12, "font-weight": "bold" }, block.title));
+  block.items.forEach((it, i) => {
+    const y = 20 + i * rowH;
+    const w = round((barW * it.value) / largest);
+    svg.append(
+      s("text", { x: 0, y: y + 12 }, it.label),
+      s("rect", { x: labelW, y: y + 2, width: w, height: 13, fill: it.color }),
+      s("text", { x: labelW + w + 4, y: y + 12, "font-size": 11 }, it.text),
+    );
+  });
+  return svg;
+}
+
+function drawStack(block) {
+  const width = 430;
+  const total = block.items.reduce((a, it) => a + it.value, 0);
+  const scale = (width - 10) / Math.max(total, block.limit, 1);
+  const svg = s("svg", { width, height: 46, class: "llmmath-figure", role: "img",
+    "aria-label": "stacked bar against " + block.limit_label });
+  let x = 0;
+  for (const it of block.items) {
+    const w = it.value * scale;
+    const rect = s("rect", { x: round(x), y: 4, width: round(w), height: 16, fill: it.color });
+    rect.append(s("title", {}, it.label));
+    svg.append(rect);
+    x += w;
+  }
+  const gx = round(block.limit * scale);
+  svg.append(s("line", { x1: gx, y1: 0, x2: gx, y2: 24, stroke: "#333",
+    "stroke-width": 2, "stroke-dasharray": "4 3" }));
+  let lx = 0;
+  block.items.forEach((it) => {
+    svg.append(s("rect", { x: lx, y: 31, width: 9, height: 9, fill: it.color }));
+    const label = s("text", { x: lx + 12, y: 40, "font-size": 11 }, it.label);
+    svg.append(label);
+    lx += 20 + 6.5 * it.label.length;
+  });
+  svg.append(s("text", { x: lx, y: 40, "font-size": 11 }, "dashed: " + block.limit_label));
+  return svg;
+}
+
+function axis(spec, from, to) {
+  const f = spec.log ? Math.log10 : (v) => v;
+  const lo = f(spec.min), hi = f(spec.max);
+  return (v) => {
+    const t = (Math.min(Math.max(f(Math.max(v, spec.log ? 1e-300 : -Infinity)), lo), hi) - lo) / (hi - lo);
+    return round(from + (to - from) * t);
+  };
+}
+
+function ticks(spec) {
+  if (spec.log) {
+    const out = [];
+    for (let k = Math.ceil(Math.log10(spec.min)); k <= Math.floor(Math.log10(spec.max)); k++) {
+      out.push([10 ** k, `10^${k}`]);
+    }
+    return out;
+  }
+  return [];
+}
+
+function drawPlot(block) {
+  const { width, height } = block;
+  const framed = Boolean(block.x.label || block.y.label);
+  const left = framed ? 46 : 2, bottom = height - (framed ? 30 : 2), top = 8, right = width - 8;
+  const px = axis(block.x, left, right), py = axis(block.y, bottom, top);
+  const svg = s("svg", { width, height, viewBox: `0 0 ${width} ${height}`,
+    class: "llmmath-figure", role: "img" });
+  if (framed) {
+    svg.append(s("rect", { x: left, y: top, width: right - left, height: bottom - top,
+      fill: "none", stroke: "#ccc" }));
+    for (const [v, label] of ticks(block.x)) {
+      svg.append(s("text", { x: px(v), y: bottom + 13, "font-size": 9,
+        "text-anchor": "middle" }, label));
+    }
+    for (const [v, label] of ticks(block.y)) {
+      svg.append(s("text", { x: left - 4, y: py(v) + 3, "font-size": 9,
+        "text-anchor": "end" }, label));
+    }
+    if (block.x.label) {
+      svg.append(s("text", { x: (left + right) / 2, y: height - 3, "font-size": 10,
+        "text-anchor": "middle" }, block.x.label));
+    }
+    if (block.y.label) {
+      const cy = (top + bottom) / 2;
+      svg.append(s("text", { x: 10, y: cy, "font-size": 10, "text-anchor": "middle",
+        transform: `rotate(-90 10 ${cy})` }, block.y.label));
+    }
+  }
+  const legend = [];
+  for (const series of block.series) {
+    const pts = series.points;
+    if (series.mode === "bars") {
+      const step = pts.length > 1 ? Math.abs(px(pts[1][0]) - px(pts[0][0])) : 6;
+      const w = Math.max(Math.min(step, (right - left) / 32) - 1, 1);
+      for (const [x, y] of pts) {
+        const y0 = py(y);
+        svg.append(s("rect", { x: round(px(x) - w / 2), y: y0, width: round(w),
+          height: round(bottom - y0), fill: series.color }));
+      }
+    } else if (series.mode === "dots") {
+      for (const [x, y] of pts) {
+        svg.append(s("circle", { cx: px(x), cy: py(y), r: series.radius || 2.5,
+          fill: series.color, stroke: series.radius ? "#333" : "none" }));
+      }
+    } else {
+      const line = s("polyline", {
+        points: pts.map(([x, y]) => `${px(x)},${py(y)}`).join(" "),
+        fill: "none", stroke: series.color, "stroke-width": series.mode === "line" ? 2 : 1.2,
+      });
+      if (series.mode === "dashed") line.setAttribute("stroke-dasharray", "5 3");
+      svg.append(line);
+    }
+    if (series.label) legend.push(series);
+  }
+  legend.forEach((series, i) => {
+    const y = top + 12 + 13 * i;
+    svg.append(
+      s("circle", { cx: left + 10, cy: y, r: 4, fill: series.color }),
+      s("text", { x: left + 18, y: y + 3, "font-size": 9 }, series.label),
+    );
+  });
+  return svg;
+}
+
+const DRAW = { note: drawNote, table: drawTable, bars: drawBars, stack: drawStack,
+  plot: drawPlot };
+
+// --- controls -------------------------------------------------------------------------------
+
+function makeControl(spec, onChange) {
+  const label = h("label", { class: `llmmath-control llmmath-${spec.type}` },
+    h("span", { class: "llmmath-label", text: spec.label }));
+  let input, read, write;
+  if (spec.type === "select") {
+    input = h("select", { name: spec.name });
+    spec.options.forEach(([, text], i) => input.append(h("option", { value: i, text })));
+    read = () => spec.options[Number(input.value)][0];
+    write = (v) => {
+      const i = spec.options.findIndex(([value]) => value === v);
+      if (i >= 0) input.value = String(i);
+    };
+  } else if (spec.type === "check") {
+    input = h("input", { type: "checkbox", name: spec.name });
+    read = () => input.checked;
+    write = (v) => { input.checked = Boolean(v); };
+  } else if (spec.type === "text") {
+    input = h("textarea", { name: spec.name, rows: 12, cols: 60, spellcheck: "false" });
+    read = () => input.value;
+    write = (v) => { if (input.value !== v) input.value = v; };
+  } else {
+    const type = spec.type === "range" ? "range" : "number";
+    input = h("input", { type, name: spec.name, min: spec.min, max: spec.max,
+      step: spec.step ?? (spec.type === "float" ? "any" : 1) });
+    const shown = spec.type === "range" ? h("span", { class: "llmmath-value" }) : null;
+    read = () => (input.value.trim() === "" ? input.value : Number(input.value));
+    write = (v) => {
+      input.value = String(v);
+      if (shown) shown.textContent = Number(v).toLocaleString("en-US");
+    };
+    if (shown) label.append(input, shown);
+  }
+  if (!label.contains(input)) label.append(input);
+  let timer = null;
+  const fire = () => onChange(spec.name, read());
+  if (spec.type === "range") input.addEventListener("input", fire);
+  else if (spec.type === "text") {
+    input.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(fire, 400); });
+  } else input.addEventListener("change", fire);
+  return { node: label, input, write };
+}
+
+// --- the widget -----------------------------------------------------------------------------
+
+function render({ model, el }) {
+  const runtime = globalThis.llmmathRuntime; // only on the published site
+  const kind = model.get("kind");
+  const root = h("div", { class: "llmmath-explorer", "data-kind": kind });
+  const controlsBox = h("div", { class: "llmmath-controls" });
+  const status = h("div", { class: "llmmath-status" });
+  const output = h("div", { class: "llmmath-output" });
+  root.append(controlsBox, status, output);
+  el.append(root);
+  let view = model.get("view");
+  let controlsKey = null;
+  let controls = {};
+  let pending = null;
+  let busy = false;
+
+  function draw(next) {
+    view = next;
+    const key = JSON.stringify(view.controls.map((c) => [c.name, c.type, c.options, c.min, c.max]));
+    if (key !== controlsKey) {
+      controlsKey = key;
+      controls = {};
+      controlsBox.replaceChildren();
+      for (const spec of view.controls) {
+        const control = makeControl(spec, change);
+        controls[spec.name] = control;
+        controlsBox.append(control.node);
+      }
+    }
+    for (const spec of view.controls) {
+      const control = controls[spec.name];
+      control.write(view.state[spec.name]);
+      control.input.disabled = Boolean(spec.disabled);
+    }
+    output.replaceChildren(...view.blocks.map((block) => DRAW[block.type](block)));
+    root.dataset.state = JSON.stringify(view.state);
+  }
+
+  async function compute(state) {
+    // On the site: run llmmath.explorers in this page (Pyodide), newest state first.
+    pending = state;
+    if (busy) return;
+    busy = true;
+    try {
+      const call = await runtime.load((text) => { status.textContent = text; });
+      while (pending) {
+        const next = pending;
+        pending = null;
+        model.set("view", JSON.parse(call(kind, JSON.stringify(next))));
+      }
+      runtime.remember(kind, view.state);
+      status.textContent = runtime.liveText;
+      root.dataset.live = "true";
+    } catch (error) {
+      status.textContent = "Could not run Python in this browser: " + error;
+      status.classList.add("llmmath-error");
+    } finally {
+      busy = false;
+    }
+  }
+
+  function change(name, value) {
+    const state = { ...view.state, [name]: value };
+    if (runtime) compute(state);
+    else {
+      model.set("inputs", state);
+      model.save_changes();
+    }
+  }
+
+  model.on("change:view", () => draw(model.get("view")));
+  draw(view);
+  if (runtime) {
+    status.textContent = runtime.idleText;
+    const shared = runtime.shared && runtime.shared(kind);
+    if (shared) compute({ ...view.state, ...shared }); // a link with an answer in it
+  }
+  return () => model.off("change:view");
+}
+
+export default { render };

@@ -1,0 +1,134 @@
+"""What the browser runs: llmmath's core on the standard library alone; the runtime.
+
+The published site runs `llmmath.explorers` on Pyodide with no Pyodide packages, so the
+core must import and compute with numpy, sympy, torch, matplotlib and ipywidgets
+absent."""
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from llmmath import runtime
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCKED = (
+    "numpy",
+    "sympy",
+    "torch",
+    "matplotlib",
+    "ipywidgets",
+    "IPython",
+    "anywidget",
+)
+CORE = (
+    "llmmath",
+    "llmmath.config",
+    "llmmath.presets",
+    "llmmath.counting",
+    "llmmath.kvcache",
+    "llmmath.flops",
+    "llmmath.memory",
+    "llmmath.roofline",
+    "llmmath.units",
+    "llmmath.ffn",
+    "llmmath.norms",
+    "llmmath.cli",
+    "llmmath.explorers",
+)
+
+BLOCKING = f"""
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {BLOCKED!r}:
+            raise ImportError(f"blocked: {{name}}")
+sys.meta_path.insert(0, Block())
+"""
+
+
+def test_core_imports_and_computes_on_the_standard_library_alone():
+    code = (
+        BLOCKING
+        + f"""
+import importlib, json
+for name in {CORE!r}:
+    importlib.import_module(name)
+from llmmath.explorers import EXPLORERS, explore_json
+for kind in EXPLORERS:
+    view = json.loads(explore_json(kind, "{{}}"))
+    assert view["blocks"], kind
+assert not {{m.split(".")[0] for m in sys.modules}} & set({BLOCKED!r})
+print("ok")
+"""
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_the_block_really_blocks():
+    code = BLOCKING + "import numpy"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True
+    )
+    assert result.returncode == 1 and "blocked: numpy" in result.stderr
+
+
+def test_sri_is_base64_sha384():
+    data = b"llm math"
+    expected = "sha384-" + base64.b64encode(hashlib.sha384(data).digest()).decode()
+    assert runtime.sri(data) == expected
+    assert len(runtime.sri(data)) == len("sha384-") + 64  # 48 bytes in base64
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The runtime written into a copy of the site's _static (with vendored Pyodide)."""
+    static = tmp_path_factory.mktemp("static")
+    (static / "pyodide").mkdir()
+    for name in runtime.PYODIDE_FILES:
+        (static / "pyodide" / name).write_bytes(
+            (ROOT / "_vendor/pyodide" / name).read_bytes()
+        )
+    return static, runtime.write_runtime(static, ROOT)
+
+
+def test_wheel_holds_the_core_presets_and_front_end(built):
+    static, found = built
+    wheel = static / found["files"]["wheel"]["path"]
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"llmmath/explorers.py", "llmmath/static/explorer.js"} <= names
+    assert "llmmath/presets/llama-2-7b.json" in names
+
+
+def test_manifest_pins_every_file_by_digest_and_size(built):
+    static, found = built
+    assert set(found["files"]) == {*runtime.PYODIDE_FILES, "wheel"}
+    for file in found["files"].values():
+        data = (static / file["path"]).read_bytes()
+        assert file["bytes"] == len(data)
+        digest = base64.b64encode(hashlib.sha384(data).digest()).decode()
+        assert file["sha384"] == "sha384-" + digest
+    assert found["bytes"] == sum(f["bytes"] for f in found["files"].values())
+    script = (static / "runtime/llmmath-runtime.js").read_text("utf-8")
+    assert "__MANIFEST__" not in script and json.dumps(found) in script
+
+
+def test_vendored_pyodide_is_the_locked_version():
+    lock = json.loads((ROOT / "package-lock.json").read_text("utf-8"))
+    pinned = json.loads((ROOT / "package.json").read_text("utf-8"))["dependencies"]
+    assert lock["packages"]["node_modules/pyodide"]["version"] == pinned["pyodide"]
+    assert all(
+        "resolved" not in p for p in lock["packages"].values()
+    )  # no registry host
+    pyodide_lock = json.loads((ROOT / "_vendor/pyodide/pyodide-lock.json").read_text())
+    assert pyodide_lock["info"]["python"].startswith("3.")
+    assert pyodide_lock["info"]["arch"] == "wasm32"
