@@ -43,6 +43,7 @@ from typing import Any
 from llmmath import presets
 from llmmath.config import ConfigError, ModelConfig, parse_config_text
 from llmmath.counting import GROUPS, ParamCount, count_params
+from llmmath.memory import GPU_80GB
 
 #: One colour per parameter group, used by the figures (`llmmath.plots`) and the
 # explorers.
@@ -63,8 +64,6 @@ GROUP_LABELS = {
 BAR_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
 #: Number formats the serving and memory explorers offer.
 FORMATS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
-#: The "80 GB" of a GPU's name, in bytes (GB = 10⁹ bytes): what "fits in 80 GB" means.
-GPU_80GB = 80 * 10**9
 
 View = dict[str, Any]
 
