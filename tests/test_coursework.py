@@ -1,14 +1,19 @@
-"""Coursework: the question bank against closed forms, the checker, the editions, and grading
-with ``pytest --nbval`` of handed-in notebooks, right, wrong and tampered."""
+"""Coursework: the question bank against closed forms, the checker, the editions, and
+grading with ``pytest --nbval`` of handed-in notebooks, right, wrong and tampered."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+import os
 import re
+import socket
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
@@ -29,15 +34,21 @@ from llmmath.coursework import (
     chapters,
     problem,
 )
-from llmmath.coursework.handout import answer_key, read_students, student_notebook
-from llmmath.coursework.pytest_plugin import sheet_problems
+from llmmath.coursework.handout import (
+    answer_key,
+    hand_out,
+    read_students,
+    sheet_source,
+    student_notebook,
+)
+from llmmath.coursework.signing import load_key
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDENTS = ["ada", "grace", "s042", "li.wei@uni.example", "x"]
 BYTES = {"bf16": 2, "fp32": 4, "fp8": 1}
 
 
-# --- Independent closed forms, one per question -------------------------------------------------
+# --- Independent closed forms, one per question ---------------------------------------
 # Written from the chapters' formulas, not from llmmath: d = H / n_h, n_kv ≤ n_h.
 
 
@@ -55,7 +66,8 @@ def _llama_total(n, tied=False, experts=None):
 
 
 def _hf(name):
-    """L, n_h, n_kv, d_h, H, V, tied, positions of a preset, read from its raw config.json."""
+    """L, n_h, n_kv, d_h, H, V, tied, positions of a preset, read from its raw
+    config.json."""
     c = presets.get(name).hf_config
     H = c.get("hidden_size", c.get("n_embd"))
     n_h = c.get("num_attention_heads", c.get("n_head"))
@@ -203,7 +215,8 @@ CLOSED_FORMS = {
 
 
 def _non_embedding_published(name):
-    """Published total less embeddings and an untied head; None without an exact published total."""
+    """Published total less embeddings and an untied head; None without an exact
+    published total."""
     p, total = _hf(name), presets.get(name).published_params
     if total is None:
         return None
@@ -356,13 +369,42 @@ def test_committed_editions_are_current():
             encoding="utf-8"
         )
         assert committed == nbformat.writes(student_notebook(chapter)) + "\n", (
-            f"coursework/{chapter}.ipynb is stale: run python -m llmmath coursework editions"
+            f"coursework/{chapter}.ipynb is stale: run python -m llmmath coursework "
+            "editions"
         )
+
+
+def test_checker_bad_input(capsys):
+    sheet = Sheet("07_kv_cache", student="ada")
+    p = sheet.problem(1)
+    right = CLOSED_FORMS["07_kv_cache", 1](p.numbers)
+    sheet.check(1, Decimal(right))  # Decimal answers are accepted, exactly
+    sheet.check(1, Decimal(f"{right}.000"))
+    assert capsys.readouterr().out.count("Question 1: correct") == 2
+    with pytest.raises(WrongAnswer, match=r"^Question 1: Decimal\('NaN'\)|nan is not"):
+        sheet.check(1, Decimal("NaN"))
+    with pytest.raises(WrongAnswer) as huge:  # not ValueError from int.__repr__
+        sheet.check(1, 10**5000)
+    assert "an integer of about 5,001 digits is not right" in str(huge.value)
+    assert len(str(huge.value).splitlines()) == 1
+    with pytest.raises(WrongAnswer, match="inf is not right"):
+        sheet.check(1, 1e308 * 10)
+    with pytest.raises(WrongAnswer, match="far too large"):
+        sheet.check(1, 2 ** (1 << 21))
+    with pytest.raises(ValueError, match="question number: .* got True"):
+        sheet.check(True, right)  # True == 1, but it is no question number
+    rope = Sheet("06_rope", student="ada")  # a tolerance answer: float() overflows
+    for big in (10**400, 10**5000, Fraction(10**400, 3)):
+        with pytest.raises(WrongAnswer) as e:
+            rope.check(1, big)
+        assert len(str(e.value).splitlines()) == 1
 
 
 def test_roster(tmp_path):
     roster = tmp_path / "roster.txt"
     roster.write_text("# class of 2026\nada\n\ngrace  # late\n")
+    assert read_students(roster) == ["ada", "grace"]
+    roster.write_bytes("\ufeffada\ngrace\n".encode())  # as Windows Notepad saves it
     assert read_students(roster) == ["ada", "grace"]
     roster.write_text("ada\nbad id\n")
     with pytest.raises(ValueError, match="line 2"):
@@ -370,64 +412,103 @@ def test_roster(tmp_path):
     roster.write_text("ada\nada\n")
     with pytest.raises(ValueError, match="twice"):
         read_students(roster)
+    roster.write_text("Ada\ngrace\nada\n")  # Ada/ and ada/ clash on macOS and Windows
+    with pytest.raises(
+        ValueError, match=r"line 3: student 'ada' appears twice \(line 1"
+    ):
+        read_students(roster)
+    roster.write_bytes("ada\nJos\xe9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=re.escape(f"{roster}: roster is not UTF-8")):
+        read_students(roster)
+    with pytest.raises(ValueError, match="appears twice"):
+        hand_out(["Ada", "ada"], tmp_path / "h", ["07_kv_cache"], key=tmp_path / "k")
+
+
+def _cli(*args, cwd, env=None, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-m", "llmmath.coursework", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
 
 
 def test_cli_handout_and_key(tmp_path):
     (tmp_path / "roster.txt").write_text("ada\ngrace\n")
-    run = lambda *a: subprocess.run(
-        [sys.executable, "-m", "llmmath", "coursework", *a],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
+    key = tmp_path / "teacher" / "coursework.key"
+    handout = ("handout", "--students", "roster.txt", "--out", "handout", "--key", key)
+    out = _cli(*handout, "07_kv_cache", "08_flops", "07_kv_cache", cwd=tmp_path)
+    assert out.returncode == 0 and "wrote 4 notebooks" in out.stdout, out.stderr
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    nb = json.loads((tmp_path / "handout" / "grace" / "08_flops.ipynb").read_text())
+    meta = nb["metadata"]["llmmath_coursework"]
+    assert meta["student"] == "grace" and re.fullmatch(
+        "[0-9a-f]{64}", meta["signature"]
     )
-    out = run(
+    # handout never overwrites without --force, and then writes nothing at all
+    (tmp_path / "handout" / "ada" / "07_kv_cache.ipynb").write_text("ada's work")
+    again = _cli(*handout, "07_kv_cache", "05_norms", cwd=tmp_path)
+    assert again.returncode == 2 and again.stderr.count("\n") == 1
+    assert "07_kv_cache.ipynb exists" in again.stderr and "--force" in again.stderr
+    assert (
+        tmp_path / "handout" / "ada" / "07_kv_cache.ipynb"
+    ).read_text() == "ada's work"
+    assert not (tmp_path / "handout" / "ada" / "05_norms.ipynb").exists()
+    forced = _cli(*handout, "--force", "07_kv_cache", cwd=tmp_path)
+    assert forced.returncode == 0 and "wrote 2 notebooks" in forced.stdout
+    inside = _cli(
         "handout",
         "--students",
         "roster.txt",
         "--out",
-        "handout",
-        "07_kv_cache",
-        "08_flops",
+        "h2",
+        "--key",
+        "h2/k",
+        cwd=tmp_path,
     )
-    assert out.returncode == 0 and "wrote 4 notebooks" in out.stdout
-    nb = json.loads((tmp_path / "handout" / "grace" / "08_flops.ipynb").read_text())
-    assert nb["metadata"]["llmmath_coursework"]["student"] == "grace"
-    key = run("key", "--student", "grace", "07_kv_cache")
-    assert key.returncode == 0
-    assert key.stdout.splitlines() == [
-        f"07_kv_cache grace question {p_n}: {p.answer:,} {p.unit}"
-        for p_n, p in enumerate(answer_key("07_kv_cache", "grace"), 1)
+    assert inside.returncode == 2 and "inside the hand-out folder" in inside.stderr
+    answers = _cli("key", "--student", "grace", "07_kv_cache", cwd=tmp_path)
+    assert answers.returncode == 0
+    assert answers.stdout.splitlines() == [
+        f"07_kv_cache grace question {n}: "
+        f"{CLOSED_FORMS['07_kv_cache', n](p.numbers):,} {p.unit}"
+        for n, p in enumerate(answer_key("07_kv_cache", "grace"), 1)
     ]
-    bad = run("handout", "--students", "roster.txt", "--out", "h", "99_nothing")
-    assert (
-        bad.returncode == 2
-        and bad.stderr.count("\n") == 1
-        and "99_nothing" in bad.stderr
-    )
+    bad = _cli(*handout, "99_nothing", cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "99_nothing" in bad.stderr and "Traceback" not in bad.stderr
 
 
-# --- Grading handed-in notebooks with pytest --nbval --------------------------------------------
+# --- Grading handed-in notebooks ------------------------------------------------------
 
-SOLUTIONS = {  # what a student might write: plain Python on the drawn numbers, no llmmath
+# What a student might write: plain Python on the drawn numbers, no llmmath.
+SOLUTIONS = {
     1: "d = q1.hidden_size // q1.num_attention_heads\n"
     "answer_1 = 2 * q1.num_hidden_layers * q1.num_key_value_heads * d * "
     "{'bf16': 2, 'fp32': 4, 'fp8': 1}[q1.dtype]",
     2: "d = q2.hidden_size // q2.num_attention_heads\n"
-    "answer_2 = 2 * q2.num_hidden_layers * q2.batch * q2.seq_len * q2.num_key_value_heads * d * 2",
+    "answer_2 = (\n    2 * q2.num_hidden_layers * q2.batch * q2.seq_len\n"
+    "    * q2.num_key_value_heads * d * 2\n)",
 }
 
 
-def _answered(student, solutions, *, drop_check=None):
-    """The 07_kv_cache sheet of ``student`` with ``solutions`` typed into the answer cells
-    (and, for ``drop_check``, the check line deleted)."""
-    nb = student_notebook("07_kv_cache", student)
+def _sheet(student, key, solutions=SOLUTIONS, *, drop_check=None):
+    """The 07_kv_cache sheet handed out to ``student`` (signed with ``key``), with
+    ``solutions`` typed into its answer cells (and, for ``drop_check``, the check line
+    deleted)."""
+    nb = student_notebook("07_kv_cache", student, key=key)
     for cell in nb.cells:
         if "answer" in cell.metadata.get("tags", []):
             n = int(cell.source.split("sheet.check(")[1].split(",")[0])
-            cell.source = solutions[n] + (
-                "" if n == drop_check else f"\n\nsheet.check({n}, answer_{n})"
-            )
+            check = "" if n == drop_check else f"\n\nsheet.check({n}, answer_{n})"
+            cell.source = solutions[n] + check
     return nb
+
+
+def _code_cells(nb, tag):
+    return [c for c in nb.cells if tag in c.metadata.get("tags", [])]
 
 
 def _execute(nb, folder):
@@ -442,45 +523,33 @@ def _execute(nb, folder):
     return nb
 
 
-def _grade(folder, *extra):
-    """Run the teacher's command over ``folder/handed-in``: its output and the failed tests."""
-    report = folder / "report.xml"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--nbval",
-            *extra,
-            "-p",
-            "no:cacheprovider",
-            f"--junitxml={report}",
-            "handed-in",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=folder,
-    )
-    out.stdout = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout)  # the report without colours
-    failed = [
-        f"{case.get('classname')}::{case.get('name')}"
-        for case in ET.parse(report).iter("testcase")
-        if case.find("failure") is not None or case.find("error") is not None
-    ]
-    return out, failed
+@pytest.fixture(scope="module")
+def sandbox():
+    """Skip (fail under CI) where bubblewrap cannot run: make test installs it."""
+    from llmmath.coursework.sandbox import Limits, SandboxUnavailable, command
+
+    try:
+        command(Path("x"), Limits(), probe=True)
+    except SandboxUnavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs the grading sandbox: {e}")
+        pytest.skip(str(e))
 
 
-def test_teachers_command_grades_handed_in_notebooks(tmp_path):
+def _read_csv(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return {
+            (r["student"], r["question"]): (r["verdict"], r["reason"])
+            for r in csv.DictReader(f)
+        }
+
+
+def test_teachers_command_grades_handed_in_notebooks(tmp_path, sandbox):
+    key_file = tmp_path / "teacher" / "coursework.key"
+    key = load_key(key_file, create=True)
     handed_in = tmp_path / "handed-in"
     handed_in.mkdir()
-    right = _execute(_answered("ada", SOLUTIONS), tmp_path)
-    one_wrong = _execute(
-        _answered("grace", {**SOLUTIONS, 2: SOLUTIONS[2] + " + 1"}), tmp_path
-    )
-    dropped = _execute(_answered("s042", SOLUTIONS, drop_check=2), tmp_path)
-    nbformat.write(right, handed_in / "ada.ipynb")
-    nbformat.write(one_wrong, handed_in / "grace.ipynb")
-    nbformat.write(dropped, handed_in / "s042.ipynb")
+    right = _execute(_sheet("ada", key), tmp_path)  # as ada ran it before handing in
     assert [
         o["text"]
         for c in right.cells
@@ -488,49 +557,470 @@ def test_teachers_command_grades_handed_in_notebooks(tmp_path):
         for o in c.outputs
         if o.get("name") == "stdout"
     ][-1] == (f"07_kv_cache, ada: all {len(BANK['07_kv_cache'])} questions correct.\n")
-    assert sheet_problems(json.loads((handed_in / "ada.ipynb").read_text())) == []
-    assert sheet_problems(json.loads((handed_in / "s042.ipynb").read_text())) == [
-        "question 2: no answer cell ends in `sheet.check(2, answer_2)`"
-    ]
+    nbformat.write(right, handed_in / "ada.ipynb")
+    wrong = {**SOLUTIONS, 2: SOLUTIONS[2] + " + 1"}
+    nbformat.write(_sheet("grace", key, wrong), handed_in / "grace.ipynb")
+    nbformat.write(_sheet("s042", key, drop_check=2), handed_in / "s042.ipynb")
 
-    out, failed = _grade(tmp_path)
-    assert out.returncode == 1, out.stdout[-3000:]
-    assert not [f for f in failed if "ada" in f], out.stdout[-3000:]
-    grace = [f for f in failed if "grace" in f]
-    s042 = [f for f in failed if "s042" in f]
-    assert grace and all("Cell" in f for f in grace), (
-        failed
-    )  # the check and the summary
-    assert "WrongAnswer: Question 2:" in out.stdout
-    assert any("sheet complete" in f for f in s042), failed
-    assert (
-        "coursework sheet incomplete: question 2: no answer cell ends in" in out.stdout
+    start = time.monotonic()
+    out = _cli(
+        "grade",
+        "handed-in",
+        "--key",
+        key_file,
+        "--csv",
+        "grades.csv",
+        "--junit",
+        "grades.xml",
+        cwd=tmp_path,
     )
+    assert time.monotonic() - start < 60
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "\x1b" not in out.stdout and "Traceback" not in out.stdout + out.stderr
+    grace_2 = CLOSED_FORMS["07_kv_cache", 2](problem("07_kv_cache", "grace", 2).numbers)
+    assert out.stdout.splitlines() == [
+        "ada 07_kv_cache question 1: right",
+        "ada 07_kv_cache question 2: right",
+        "grace 07_kv_cache question 1: right",
+        f"grace 07_kv_cache question 2: wrong: {grace_2 + 1} is not right. Hint: "
+        f"{problem('07_kv_cache', 'grace', 2).hint}.",
+        "s042 07_kv_cache question 1: tampered: question 2's answer cell does not end "
+        "in the line `sheet.check(2, answer_2)`",
+        "s042 07_kv_cache question 2: tampered: question 2's answer cell does not end "
+        "in the line `sheet.check(2, answer_2)`",
+        "3 sheets: 1 all right, 1 tampered, 1 with wrong or missing answers",
+    ]
+    grades = _read_csv(tmp_path / "grades.csv")
+    assert grades[("ada", "1")] == grades[("ada", "2")] == ("right", "")
+    assert grades[("grace", "2")][0] == "wrong"
+    assert grades[("s042", "1")][0] == "tampered"
+    cases = list(ET.parse(tmp_path / "grades.xml").iter("testcase"))
+    assert len(cases) == 6
+    failed = {
+        (c.get("classname"), c.get("name")): c.find("failure").get("type")
+        for c in cases
+        if c.find("failure") is not None
+    }
+    assert failed == {
+        ("grace.07_kv_cache", "question 2"): "wrong",
+        ("s042.07_kv_cache", "question 1"): "tampered",
+        ("s042.07_kv_cache", "question 2"): "tampered",
+    }
     # The teacher's guide shows this very report: each of its lines is in it.
     guide = (ROOT / "book" / "teachers_guide.md").read_text(encoding="utf-8")
     shown = (
-        guide.split("## What a failure report looks like")[1]
+        guide.split("## What a grade report looks like")[1]
         .split("```text\n")[1]
         .split("```")[0]
     )
-    report_lines = [line.rstrip() for line in out.stdout.splitlines()]
+    assert shown.strip()
     for line in shown.splitlines():
         pattern = ".*".join(re.escape(part.strip()) for part in line.split("…"))
-        assert any(re.fullmatch(r"\s*" + pattern + r"\s*", r) for r in report_lines), (
-            line
+        assert any(re.fullmatch(pattern, r) for r in out.stdout.splitlines()), line
+
+    # pytest --nbval alone refuses to pass a sheet; with the key it grades the same way.
+    def pytest_nbval(*extra):
+        report = tmp_path / "pytest.xml"
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "--nbval", "-p", "no:cacheprovider"]
+            + [*map(str, extra), f"--junitxml={report}", "handed-in"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        results = {
+            f"{c.get('classname')}::{c.get('name')}": c.find("failure") is None
+            for c in ET.parse(report).iter("testcase")
+        }
+        return run, results
+
+    run, results = pytest_nbval()
+    assert run.returncode == 1 and not any(results.values()), run.stdout[-2000:]
+    assert "grade it with `python -m llmmath.coursework grade DIR`" in run.stdout
+    run, results = pytest_nbval("--coursework-key", key_file)
+    assert run.returncode == 1
+    assert sorted(k.replace(".ipynb", "") for k, ok in results.items() if not ok) == [
+        "handed-in.grace::question 2",
+        "handed-in.s042::question 1",
+        "handed-in.s042::question 2",
+    ], run.stdout[-3000:]
+    assert f"grace 07_kv_cache question 2: wrong: {grace_2 + 1} is not" in run.stdout
+
+
+def _tag(tag, *kinds):
+    def edit(nb):
+        for kind in kinds:
+            for cell in _code_cells(nb, kind):
+                cell.metadata.setdefault("tags", []).append(tag)
+
+    return edit
+
+
+def _prepend(kind, text):
+    def edit(nb):
+        for cell in _code_cells(nb, kind):
+            cell.source = text + cell.source
+
+    return edit
+
+
+def _append(kind, text):
+    def edit(nb):
+        cell = _code_cells(nb, kind)[0]
+        cell.source += text
+
+    return edit
+
+
+def _metadata(change):
+    def edit(nb):
+        change(nb.metadata)
+
+    return edit
+
+
+def _all(*edits):
+    def edit(nb):
+        for e in edits:
+            e(nb)
+
+    return edit
+
+
+_ADA_ANSWER = "answer_{n} = {value}"
+
+#: Every cheat of issue 13: (student, how the sheet is changed, the reason in the
+# report).
+CHEATS = {
+    "sheet.check replaced in an answer cell": (
+        "c1a",
+        lambda nb: _code_cells(nb, "answer")[0].__setitem__(
+            "source",
+            "sheet.check = lambda n, a: print(f'Question {n}: correct')\n"
+            "answer_1 = 0\n\nsheet.check(1, answer_1)",
+        ),
+        "question 1's answer cell rebinds `sheet.check`",
+    ),
+    "Sheet.check patched in the hidden install cell": (
+        "c1b",
+        _append(
+            "hide-cell", "\nfrom llmmath.coursework import Sheet\nSheet.check = print"
+        ),
+        "the install cell differs from the handed-out sheet",
+    ),
+    "Sheet.check patched in the student-ID cell": (
+        "c1c",
+        _append("student-id", "\nSheet.check = lambda *a: print('correct')"),
+        "the student ID cell differs from the handed-out sheet",
+    ),
+    "nbval-skip tag on the check and summary cells": (
+        "c2a",
+        _tag("nbval-skip", "answer", "summary"),
+        "carries nbval's control tag `nbval-skip`",
+    ),
+    "NBVAL_SKIP comment on the check and summary cells": (
+        "c2b",
+        _all(
+            _prepend("answer", "# NBVAL_SKIP\n"), _prepend("summary", "# NBVAL_SKIP\n")
+        ),
+        "holds nbval's control comment `# NBVAL_SKIP`",
+    ),
+    "raises-exception tag, answers missing": (
+        "c2c",
+        _all(
+            _tag("raises-exception", "answer", "summary"),
+            lambda nb: [
+                c.__setitem__(
+                    "source", f"answer_{i} = ...\n\nsheet.check({i}, answer_{i})"
+                )
+                for i, c in enumerate(_code_cells(nb, "answer"), 1)
+            ],
+        ),
+        "carries nbval's control tag `raises-exception`",
+    ),
+    "metadata removed": (
+        "c3a",
+        _metadata(lambda m: m.pop("llmmath_coursework")),
+        "no 'llmmath_coursework' metadata",
+    ),
+    '"questions": 0 in the metadata': (
+        "c3b",
+        _metadata(lambda m: m["llmmath_coursework"].__setitem__("questions", 0)),
+        "the signature does not match the teacher's key",
+    ),
+    "if False: \\ before the check line": (
+        "c4a",
+        lambda nb: _code_cells(nb, "answer")[1].__setitem__(
+            "source", "answer_2 = 0\nif False: \\\nsheet.check(2, answer_2)"
+        ),
+        "is not a statement of its own at the end of question 2's answer cell",
+    ),
+    "%%markdown as the first line of the check cell": (
+        "c4b",
+        _prepend("answer", "%%markdown\n"),
+        "question 1's answer cell is not plain Python",
+    ),
+    "a second Sheet for ada after the real one": (
+        "c5a",
+        lambda nb: _code_cells(nb, "answer")[0].__setitem__(
+            "source",
+            "sheet = Sheet('07_kv_cache', student='ada')\n"
+            + SOLUTIONS[1]
+            + "\n\nsheet.check(1, answer_1)",
+        ),
+        "question 1's answer cell rebinds `sheet`",
+    ),
+    "the ID edited in both the cell and the metadata": (
+        "c5b",
+        _all(
+            lambda nb: _code_cells(nb, "student-id")[0].__setitem__(
+                "source", sheet_source("07_kv_cache", "ada")
+            ),
+            _metadata(lambda m: m["llmmath_coursework"].__setitem__("student", "ada")),
+        ),
+        "the signature does not match the teacher's key",
+    ),
+    "bob's notebook handed in under another name": (
+        "c5c",
+        "bob",  # the notebook is bob's, signed for bob; the file is c5c.ipynb
+        "handed in as c5c.ipynb, but the sheet was handed out to bob",
+    ),
+    "an extra code cell": (
+        "c7a",
+        lambda nb: nb.cells.insert(3, nbformat.v4.new_code_cell("Sheet.check = print")),
+        "code cells were added or deleted",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def class_grades(tmp_path_factory, sandbox):
+    """One grading run over honest sheets, every cheat, sandbox attacks and bad answers,
+    in one folder (each notebook in its own sandbox): the rows by (student,
+    question)."""
+    folder = tmp_path_factory.mktemp("class")
+    key_file = folder / "teacher" / "coursework.key"
+    key = load_key(key_file, create=True)
+    handed_in = folder / "handed-in"
+    handed_in.mkdir()
+
+    def hand_in(student, nb, name=None):
+        nbformat.write(nb, handed_in / f"{name or student}.ipynb")
+
+    hand_in("ada", _sheet("ada", key))
+    hand_in("grace", _sheet("grace", key, {**SOLUTIONS, 2: SOLUTIONS[2] + " + 1"}))
+    for student, edit, _ in CHEATS.values():
+        if isinstance(edit, str):  # someone else's notebook under this name
+            hand_in(student, _sheet(edit, key), name=student)
+            continue
+        nb = _sheet(student, key)
+        edit(nb)
+        hand_in(student, nb)
+    # The same sheet twice (as eve/07_kv_cache.ipynb and eve.ipynb).
+    (handed_in / "eve").mkdir()
+    nbformat.write(_sheet("eve", key), handed_in / "eve" / "07_kv_cache.ipynb")
+    hand_in("eve", _sheet("eve", key))
+    # The checker replaced where no static check can see it: the grader still decides.
+    hand_in(
+        "sly",
+        _sheet(
+            "sly",
+            key,
+            {
+                1: "vars(sheet)['check'] = lambda *a: print('Question 1: correct')\n"
+                "answer_1 = 0",
+                2: "import builtins\nbuiltins.print = lambda *a, **k: None\n"
+                "answer_2 = 0",
+            },
+        ),
+    )
+    # Bad answers: huge integers, float overflow, Decimal, a bool, a string.
+    dec = CLOSED_FORMS["07_kv_cache", 1](problem("07_kv_cache", "dec", 1).numbers)
+    hand_in(
+        "dec",
+        _sheet(
+            "dec",
+            key,
+            {
+                1: f"import decimal\nanswer_1 = decimal.Decimal('{dec}')",
+                2: "answer_2 = True",
+            },
+        ),
+    )
+    hand_in(
+        "huge",
+        _sheet("huge", key, {1: "answer_1 = 10**5000", 2: "answer_2 = 1e308 * 10"}),
+    )
+    # Sandbox attacks: site-packages (the .pth attack), the key, the network, a loop.
+    import site
+
+    import llmmath
+
+    targets = [*site.getsitepackages(), str(Path(llmmath.__file__).parent)]
+    pth = "import llmmath.coursework as c; c.verdict = lambda p, v: None\n"
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    attacks = {
+        "pth": "\n".join(
+            f"open({t!r} + '/zz_llmmath_cheat.pth', 'w').write({pth!r})"
+            for t in targets
+        ),
+        "thief": f"key = open({str(key_file)!r}).read()",
+        "net": "import socket\n"
+        f"socket.create_connection(('127.0.0.1', {port}), timeout=5)",
+        "loop": "while True:\n    pass",
+    }
+    for student, attack in attacks.items():
+        hand_in(
+            student, _sheet(student, key, {**SOLUTIONS, 1: attack + "\nanswer_1 = 1"})
         )
 
-    # The right notebook alone passes; so it does with its outputs cleared under --nbval-lax.
-    for name in ("grace.ipynb", "s042.ipynb"):
-        (handed_in / name).unlink()
-    out, failed = _grade(tmp_path)
-    assert out.returncode == 0 and not failed, out.stdout[-3000:]
-    for cell in right.cells:
-        if cell.cell_type == "code":
-            cell.outputs = []
-    nbformat.write(right, handed_in / "ada.ipynb")
-    out, failed = _grade(tmp_path, "--nbval-lax")
-    assert out.returncode == 0 and not failed, out.stdout[-3000:]
+    out = _cli(
+        "grade",
+        "handed-in",
+        "--key",
+        key_file,
+        "--cell-timeout",
+        "5",
+        "--csv",
+        "grades.csv",
+        cwd=folder,
+    )
+    server.close()
+    leftovers = [t for t in targets if (Path(t) / "zz_llmmath_cheat.pth").exists()]
+    for t in leftovers:
+        (Path(t) / "zz_llmmath_cheat.pth").unlink()
+    assert not leftovers, "a sheet wrote into site-packages"
+    assert out.returncode == 1 and "Traceback" not in out.stdout + out.stderr, (
+        out.stderr
+    )
+    return out.stdout, _read_csv(folder / "grades.csv")
+
+
+def test_honest_sheets_in_a_class_with_cheats(class_grades):
+    _, grades = class_grades
+    assert grades["ada", "1"] == grades["ada", "2"] == ("right", "")
+    assert grades["grace", "1"] == ("right", "")
+    assert grades["grace", "2"][0] == "wrong"
+
+
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_every_cheat_fails_with_its_reason(class_grades, cheat):
+    text, grades = class_grades
+    student, _, reason = CHEATS[cheat]
+    rows = {q: v for (s, q), v in grades.items() if s == student}
+    assert rows and all(v == "tampered" for v, _ in rows.values()), rows
+    assert all(reason in why for _, why in rows.values()), (reason, rows)
+    assert any(
+        line.startswith(f"{student} ") and reason in line for line in text.splitlines()
+    )
+
+
+def test_the_grader_decides_not_the_kernel(class_grades):
+    _, grades = class_grades
+    assert grades["sly", "1"] == (
+        "wrong",
+        f"0 is not right. Hint: {problem('07_kv_cache', 'sly', 1).hint}.",
+    )
+    assert grades["sly", "2"][0] == "wrong"  # print() silenced: the value still counts
+    assert grades["eve", "1"][0] == grades["eve", "2"][0] == "tampered"
+    assert "the same sheet was handed in 2 times" in grades["eve", "1"][1]
+
+
+def test_bad_answers_get_a_one_line_verdict(class_grades):
+    _, grades = class_grades
+    assert grades["dec", "1"] == ("right", "")
+    assert grades["dec", "2"] == ("wrong", "the answer must be a number; got bool")
+    assert grades["huge", "1"][0] == "wrong"
+    assert grades["huge", "1"][1].startswith(
+        "an integer of about 5,001 digits is not right"
+    )
+    assert grades["huge", "2"][1].startswith("inf is not right")
+
+
+def test_the_sandbox_stops_each_attack(class_grades):
+    _, grades = class_grades
+    why = {s: grades[s, "1"] for s in ("pth", "thief", "net", "loop")}
+    assert all(v in ("wrong", "not answered") for v, _ in why.values()), why
+    assert "Read-only file system" in why["pth"][1]
+    assert "No such file or directory" in why["thief"][1]
+    assert re.search("Network is unreachable|Connection refused", why["net"][1])
+    assert "ran over its time limit of 5 s" in why["loop"][1]
+    for student in why:  # question 2 still graded, right, in the same sandbox
+        assert grades[student, "2"] == ("right", ""), student
+
+
+def test_os_exit_and_notebook_timeout_do_not_hang(tmp_path, sandbox):
+    from llmmath.coursework.grading import Options, grade_sheet
+    from llmmath.coursework.sandbox import Limits
+
+    key = load_key(tmp_path / "key", create=True)
+    (tmp_path / "in").mkdir()
+    exits = tmp_path / "in" / "exits.ipynb"
+    nbformat.write(
+        _sheet("exits", key, {**SOLUTIONS, 2: "import os\nos._exit(0)"}), exits
+    )
+    sleeps = tmp_path / "in" / "sleeps.ipynb"
+    nbformat.write(
+        _sheet("sleeps", key, {**SOLUTIONS, 2: "import time\ntime.sleep(300)"}), sleeps
+    )
+    options = Options(Limits(cell_timeout=60, notebook_timeout=8))
+    start = time.monotonic()
+    rows = grade_sheet(exits, tmp_path / "in", key, options)
+    assert time.monotonic() - start < 20
+    assert [(r.verdict, r.reason) for r in rows] == [
+        ("right", ""),
+        ("wrong", "the kernel stopped (os._exit, a crash or the memory limit)"),
+    ]
+    start = time.monotonic()
+    rows = grade_sheet(sleeps, tmp_path / "in", key, options)
+    assert 8 <= time.monotonic() - start < 20
+    assert [r.verdict for r in rows] == ["right", "wrong"]
+    assert rows[1].reason == "stopped after the notebook's time limit of 8 s"
+
+
+def test_grading_refuses_without_a_sandbox_unless_unsafe(tmp_path):
+    key_file = tmp_path / "key"
+    key = load_key(key_file, create=True)
+    (tmp_path / "in").mkdir()
+    nbformat.write(_sheet("ada", key), tmp_path / "in" / "ada.ipynb")
+    no_bwrap = {"PATH": str(tmp_path / "empty")}
+    refused = _cli("grade", "in", "--key", key_file, cwd=tmp_path, env=no_bwrap)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.startswith("llmmath: error: no sandbox: bubblewrap")
+    assert "--unsafe" in refused.stderr and refused.stderr.count("\n") == 1
+    unsafe = _cli(
+        "grade", "in", "--key", key_file, "--unsafe", cwd=tmp_path, env=no_bwrap
+    )
+    assert unsafe.returncode == 0, unsafe.stderr
+    assert unsafe.stdout.splitlines()[:2] == [
+        "ada 07_kv_cache question 1: right",
+        "ada 07_kv_cache question 2: right",
+    ]
+    missing = _cli("grade", "in", "--key", tmp_path / "nokey", cwd=tmp_path)
+    assert missing.returncode == 2 and "nokey does not exist" in missing.stderr
+    zero = _cli("grade", "in", "--key", key_file, "--timeout", "0", cwd=tmp_path)
+    assert zero.returncode == 2 and "--timeout: must be positive" in zero.stderr
+
+
+def test_another_key_and_unsigned_sheets_are_refused(tmp_path):
+    from llmmath.coursework.grading import inspect_sheet
+
+    key = load_key(tmp_path / "key", create=True)
+    other = load_key(tmp_path / "other", create=True)
+    (tmp_path / "in").mkdir()
+    for name, nb in {
+        "ada": _sheet("ada", other),  # handed out by someone else
+        "grace": student_notebook("07_kv_cache", "grace"),  # a blank edition filled in
+    }.items():
+        nbformat.write(nb, tmp_path / "in" / f"{name}.ipynb")
+        found = inspect_sheet(tmp_path / "in" / f"{name}.ipynb", tmp_path / "in", key)
+        assert found.reasons and "signature does not match" in found.reasons[0]
+    (tmp_path / "in" / "junk.ipynb").write_bytes(b"\xff\xfe not json")
+    found = inspect_sheet(tmp_path / "in" / "junk.ipynb", tmp_path / "in", key)
+    assert found.reasons[0].startswith("not a readable notebook")
 
 
 @pytest.mark.parametrize("chapter", sorted(BANK))

@@ -1,20 +1,23 @@
-"""Coursework: per-student exercise sheets whose answers are checked, so ``pytest --nbval`` grades.
+"""Coursework: per-student exercise sheets whose answers are checked, so ``pytest
+--nbval`` grades.
 
-A teacher hands out one notebook per student and chapter (`llmmath.coursework.handout`, or
-``python -m llmmath coursework handout``). In it a `Sheet` draws the student's own numbers for
-each question of the chapter's bank (`llmmath.coursework.questions`) from a seed made of the
-chapter, the student's ID and the question number, so two students get different numbers and
-the same student always gets the same ones. Each answer cell ends in ``sheet.check(n, answer)``:
+A teacher hands out one notebook per student and chapter (`llmmath.coursework.handout`,
+or ``python -m llmmath coursework handout``). In it a `Sheet` draws the student's own
+numbers for each question of the chapter's bank (`llmmath.coursework.questions`) from a
+seed made of the chapter, the student's ID and the question number, so two students get
+different numbers and the same student always gets the same ones. Each answer cell ends
+in ``sheet.check(n, answer)``:
 
 - a right answer prints one stable line, ``Question n: correct (…)``;
 - a wrong one raises `WrongAnswer` with a hint (never the answer), an unanswered one
   `NotAnswered`, so the cell fails.
 
-The teacher grades a folder of handed-in notebooks with ``pytest --nbval handed-in/``: nbval runs
-every notebook again, and a notebook passes exactly when every check passes (and, in strict mode,
-its stored outputs are the ones a fresh run gives). The pytest plugin in
-`llmmath.coursework.pytest_plugin` adds one more test per sheet: every question's check cell and
-the closing ``sheet.summary()`` are still there, so deleting a failing cell does not pass.
+The teacher grades a folder of handed-in notebooks with ``pytest --nbval handed-in/``:
+nbval runs every notebook again, and a notebook passes exactly when every check passes
+(and, in strict mode, its stored outputs are the ones a fresh run gives). The pytest
+plugin in `llmmath.coursework.pytest_plugin` adds one more test per sheet: every
+question's check cell and the closing ``sheet.summary()`` are still there, so deleting a
+failing cell does not pass.
 
     >>> sheet = Sheet("07_kv_cache", student="ada")
     >>> sheet.problem(1).unit
@@ -29,6 +32,7 @@ import numbers
 import random
 import re
 import textwrap
+from decimal import Decimal
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -73,7 +77,8 @@ CHAPTER_TITLES = {
 
 
 class WrongAnswer(AssertionError):
-    """An answer that does not match; the message names the question and gives a hint."""
+    """An answer that does not match; the message names the question and gives a
+    hint."""
 
 
 class NotAnswered(WrongAnswer):
@@ -85,7 +90,8 @@ class SheetIncomplete(AssertionError):
 
 
 def check_student_id(student: str) -> str:
-    """``student`` if it is a usable ID: 1–64 letters, digits, ``. _ @ -``, not the placeholder.
+    """``student`` if it is a usable ID: 1–64 letters, digits, ``. _ @ -``, not the
+    placeholder.
 
     Raises:
         ValueError: the placeholder, or another character; the message gives the rule.
@@ -117,27 +123,65 @@ def check_chapter(chapter: str) -> str:
 
 def _question(chapter: str, number: int) -> Question:
     questions = BANK[check_chapter(chapter)]
-    if not isinstance(number, int) or not 1 <= number <= len(questions):
+    if (
+        isinstance(number, bool)
+        or not isinstance(number, int)
+        or not 1 <= number <= len(questions)
+    ):
         raise ValueError(
-            f"{chapter} has questions 1 to {len(questions)}; got {number!r}"
+            f"question number: {chapter} has questions 1 to {len(questions)}; "
+            f"got {_show(number)}"
         )
     return questions[number - 1]
 
 
 def problem(chapter: str, student: str, number: int) -> Problem:
-    """Question ``number`` of ``chapter`` with ``student``'s numbers, its answer included.
+    """Question ``number`` of ``chapter`` with ``student``'s numbers, its answer
+    included.
 
-    The numbers come from a `random.Random` seeded with the SHA-256 of the bank version, the
-    chapter, the student ID and the question number: the same everywhere and every time.
-    """
+    The numbers come from a `random.Random` seeded with the SHA-256 of the bank version,
+    the chapter, the student ID and the question number: the same everywhere and every
+    time."""
     q = _question(chapter, number)
-    key = f"llmmath coursework v{QUESTION_BANK_VERSION}|{chapter}|{check_student_id(student)}|{number}"
+    student = check_student_id(student)
+    key = f"llmmath coursework v{QUESTION_BANK_VERSION}|{chapter}|{student}|{number}"
     rng = random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest(), "big"))
     return q.make(rng)
 
 
+#: The largest integer answer looked at, in bits: beyond it an answer is wrong unread.
+MAX_ANSWER_BITS = 1 << 20
+
+
+def _show(value: object) -> str:
+    """A short, safe text for ``value`` in a verdict: huge integers by their size, long
+    texts cut, and never an exception (``repr`` of ``10**5000`` raises
+    ``ValueError``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        digits = int(abs(int(value)).bit_length() * math.log10(2)) + 1
+        if digits > 40:
+            return f"an integer of about {digits:,} digits"
+        return int.__repr__(value)
+    try:
+        text = repr(value)
+    except Exception:  # a student's object whose repr raises
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _as_number(answer: object, where: str) -> int | float | Fraction:
-    """A student's answer as an int, Fraction or float; anything else is refused by type."""
+    """A student's answer as an int, Fraction or float; anything else is refused by
+    type.
+
+    Accepted: ints (NumPy's and SymPy's too), ``Fraction`` and other rationals,
+    ``Decimal`` (exactly), floats, and one-element arrays or tensors. ``bool`` is
+    refused.
+
+    Raises:
+        NotAnswered: ``answer`` is ``...`` or ``None``.
+        WrongAnswer: not a number (the type is named), or an integer above
+            ``2**MAX_ANSWER_BITS``.
+    """
     __tracebackhide__ = True
     if answer is Ellipsis or answer is None:
         raise NotAnswered(
@@ -150,18 +194,60 @@ def _as_number(answer: object, where: str) -> int | float | Fraction:
     ):
         try:  # a NumPy scalar or a one-element torch tensor
             answer = answer.item()
-        except (ValueError, RuntimeError):
+        except Exception:
             pass
+    if isinstance(answer, Decimal):
+        if answer.is_finite():
+            answer = Fraction(answer)
+        else:
+            answer = float(answer)
     if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
         raise WrongAnswer(
             f"{where}: the answer must be a number; got {type(answer).__name__} "
-            f"{answer!r}"
+            f"{_show(answer)}"
         )
     if isinstance(answer, numbers.Integral):
-        return int(answer)
-    if isinstance(answer, numbers.Rational):
-        return Fraction(int(answer.numerator), int(answer.denominator))
-    return float(answer)
+        value = int(answer)
+    elif isinstance(answer, numbers.Rational):
+        value = Fraction(int(answer.numerator), int(answer.denominator))
+        if value.denominator == 1:
+            value = value.numerator
+    else:
+        try:
+            return float(answer)
+        except (OverflowError, ValueError, TypeError):
+            raise WrongAnswer(
+                f"{where}: the answer {_show(answer)} is not a usable number"
+            ) from None
+    if abs(value) >= 1 << MAX_ANSWER_BITS:
+        raise WrongAnswer(f"{where}: the answer is far too large ({_show(answer)})")
+    return value
+
+
+def verdict(p: Problem, value: int | float | Fraction) -> str | None:
+    """None if ``value`` (from `_as_number`) answers ``p``; else why not, with the hint.
+
+    Integer answers must be exact (an int, or a float or Fraction equal to it); answers
+    with a tolerance may differ by that relative amount. Never raises: an answer too
+    large for a float, an infinity or a NaN is simply wrong."""
+    if p.tolerance:
+        try:
+            close = math.isclose(float(value), p.answer, rel_tol=p.tolerance)
+        except OverflowError:
+            close = False
+        right = close and math.isfinite(float(value))
+    elif isinstance(value, float) and not value.is_integer():
+        right = False
+    else:
+        right = value == p.answer
+    if right:
+        return None
+    exact = (
+        " Give the exact integer: a float such as 6.7e9 has lost digits."
+        if not p.tolerance and isinstance(value, float) and math.isfinite(value)
+        else ""
+    )
+    return f"{_show(value)} is not right.{exact} Hint: {p.hint}."
 
 
 class Sheet:
@@ -185,12 +271,13 @@ class Sheet:
         return f"Sheet({self.chapter!r}, student={self.student!r})"
 
     def problem(self, number: int) -> Problem:
-        """Question ``number`` with this student's numbers (the answer included: for teachers)."""
+        """Question ``number`` with this student's numbers (the answer included: for
+        teachers)."""
         return problem(self.chapter, self.student, number)
 
     def question(self, number: int) -> SimpleNamespace:
-        """Print question ``number`` with this student's numbers and return the numbers, by name
-        (``q = sheet.question(1)``; then ``q.hidden_size``, ...)."""
+        """Print question ``number`` with this student's numbers and return the numbers,
+        by name (``q = sheet.question(1)``; then ``q.hidden_size``, ...)."""
         p = self.problem(number)
         title = BANK[self.chapter][number - 1].title
         text = "\n".join(
@@ -198,49 +285,42 @@ class Sheet:
             for line in p.text.splitlines()
         )
         print(
-            f"Question {number} of {self.count}: {title}\n\n{text}\n\nAnswer in {p.unit}."
+            f"Question {number} of {self.count}: {title}\n\n{text}\n\nAnswer in "
+            f"{p.unit}."
         )
         return SimpleNamespace(**p.numbers)
 
     def check(self, number: int, answer: object) -> None:
-        """Check ``answer`` to question ``number``: print ``Question n: correct (…)`` if right.
+        """Check ``answer`` to question ``number``: print ``Question n: correct (…)`` if
+        right.
 
-        Integer answers must be exact (an int, or a float or Fraction equal to it); answers with
-        a tolerance may differ by that relative amount.
+        Integer answers must be exact (an int, or a float or Fraction equal to it);
+        answers with a tolerance may differ by that relative amount.
 
         Raises:
             NotAnswered: ``answer`` is ``...`` or ``None``.
             WrongAnswer: not a number, or not the right one; the message has a hint.
+            ValueError: ``number`` is not a question of this sheet (``True`` is not 1).
         """
         __tracebackhide__ = True  # pytest leaves this frame out of its reports
         p = self.problem(number)
         where = f"Question {number}"
-        value = _as_number(answer, where)
-        if p.tolerance:
-            right = math.isclose(float(value), p.answer, rel_tol=p.tolerance)
-        elif isinstance(value, float) and not value.is_integer():
-            right = False
-        else:
-            right = value == p.answer
-        if not right:
+        try:
+            message = verdict(p, _as_number(answer, where))
+        except WrongAnswer:
             self._correct.discard(number)
-            exact = (
-                ""
-                if p.tolerance or not isinstance(value, float)
-                else " Give the exact integer: a float such as 6.7e9 has lost digits."
-            )
-            raise WrongAnswer(
-                f"{where}: {answer!r} is not right.{exact} Hint: {p.hint}."
-            )
+            raise
+        if message is not None:
+            self._correct.discard(number)
+            raise WrongAnswer(f"{where}: {message}")
         self._correct.add(number)
         print(f"{where}: correct ({p.answer_text}).")
 
     def summary(self) -> None:
         """Print how many questions were answered correctly in this session.
 
-        Raises:
-            SheetIncomplete: some questions are not answered correctly (they are listed).
-        """
+        Raises: SheetIncomplete: some questions are not answered correctly (they are
+        listed)."""
         __tracebackhide__ = True
         missing = [n for n in range(1, self.count + 1) if n not in self._correct]
         if missing:

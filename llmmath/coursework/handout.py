@@ -1,9 +1,11 @@
-"""Student notebooks: the blank editions in ``coursework/`` and one notebook per student.
+"""Student notebooks: the blank editions in ``coursework/`` and one notebook per
+student.
 
-`student_notebook` builds a chapter's sheet as an nbformat notebook; `hand_out` writes one per
-student and chapter; `answer_key` lists a student's answers for the teacher. The notebook's
-metadata records the chapter, the student and the number of questions under
-``"llmmath_coursework"``, which `llmmath.coursework.pytest_plugin` reads when grading.
+`student_notebook` builds a chapter's sheet as an nbformat notebook; `hand_out` writes
+one per student and chapter; `answer_key` lists a student's answers for the teacher. The
+notebook's metadata records the chapter, the student and the number of questions under
+``"llmmath_coursework"``; a handed-out sheet also carries their HMAC signature under the
+teacher's key (`llmmath.coursework.signing`), which `llmmath.coursework.grading` checks.
 
 Needs ``nbformat`` (installed with Jupyter; ``pip install llmmath[notebooks]``).
 """
@@ -24,20 +26,22 @@ from llmmath.coursework import (
     check_student_id,
     problem,
 )
+from llmmath.coursework.signing import default_key_path, load_key, signature
 
 METADATA_KEY = "llmmath_coursework"
 
-# The repository the book is published from: the same as `repository:` in _config.yml, which the
-# launch buttons use (tests/test_notebooks.py checks that the two agree).
+# The repository the book is published from: the same as `repository:` in _config.yml,
+# which the launch buttons use (tests/test_notebooks.py checks that the two agree).
 REPOSITORY_URL, REPOSITORY_BRANCH = "https://github.com/llm-math/llm-math", "main"
 
 
 def install_cell(url: str = REPOSITORY_URL, branch: str = REPOSITORY_BRANCH) -> str:
-    """The first code cell of every chapter and coursework sheet: on Colab, or any Python without
-    ``llmmath``, it installs the package (with the ``notebooks`` extra) from the repository;
-    elsewhere it does nothing and prints nothing."""
+    """The first code cell of every chapter and coursework sheet: on Colab, or any
+    Python without ``llmmath``, it installs the package (with the ``notebooks`` extra)
+    from the repository; elsewhere it does nothing and prints nothing."""
     return (
-        "# On Colab, or any Python without the book's package, install it first (torch and the\n"
+        "# On Colab, or any Python without the book's package, install it first (torch "
+        "and the\n"
         "# usual scientific stack are already there on Colab).\n"
         "import importlib.util\n\n"
         'if importlib.util.find_spec("llmmath") is None:\n'
@@ -48,24 +52,33 @@ def install_cell(url: str = REPOSITORY_URL, branch: str = REPOSITORY_BRANCH) -> 
 INSTRUCTIONS = """\
 # Coursework {number}: {title}
 
-This sheet goes with the chapter *{title}* (`chapters/{chapter}.ipynb`). Its numbers are drawn
-for you alone from your student ID, so a classmate's answers will not fit your sheet.
+This sheet goes with the chapter *{title}* (`chapters/{chapter}.ipynb`). Its numbers
+are drawn for you alone from your student ID, so a classmate's answers will not fit.
 
-1. The cell under these instructions holds your student ID. If it says `{placeholder}`, put the
-   ID your teacher gave you there.
-2. For each question, run the question cell to see your numbers. In the answer cell, replace
-   `...` with a computation that gives the answer: plain Python, or `llmmath` as in the chapter.
-   Run it: `sheet.check` prints `correct`, or stops with `WrongAnswer` and a hint. Try again as
-   often as you like.
-3. Before handing in, run **Restart kernel and run all** and save. The last cell must print
-   "all … questions correct". Do not delete or edit the question and check lines: your teacher
-   grades with `pytest --nbval`, which runs the notebook again from the top.
+1. The cell under these instructions holds your student ID, filled in when your teacher
+   handed the sheet out. If it says `{placeholder}`, this is a blank copy to practise
+   with: put any ID there, and hand in the sheet your teacher gave you.
+2. For each question, run the question cell to see your numbers. In the answer cell,
+   replace `...` with a computation that gives the answer: plain Python, or `llmmath` as
+   in the chapter. Run it: `sheet.check` prints `correct`, or stops with `WrongAnswer`
+   and a hint. Try again as often as you like.
+3. Before handing in, run **Restart kernel and run all** and save. The last cell must
+   print "all … questions correct".
+
+Your teacher grades by running your answer cells again, from the top, in a fresh
+sandbox. Write your code only in the answer cells, above their `sheet.check` line, in
+plain Python (no `%` magics or `!` commands). A sheet with an added, deleted or edited
+code cell, an edited ID or check line, or edited metadata is graded as tampered.
+Markdown cells are yours to add.
 """
 
 
 def sheet_source(chapter: str, student: str) -> str:
     """The source line that creates the sheet, as it appears in the notebook."""
-    return f"from llmmath.coursework import Sheet\n\nsheet = Sheet({chapter!r}, student={student!r})"
+    return (
+        "from llmmath.coursework import Sheet\n\n"
+        f"sheet = Sheet({chapter!r}, student={student!r})"
+    )
 
 
 def check_source(number: int) -> str:
@@ -76,8 +89,14 @@ def check_source(number: int) -> str:
 SUMMARY_SOURCE = "sheet.summary()"
 
 
-def student_notebook(chapter: str, student: str = PLACEHOLDER_ID):
-    """The coursework notebook of ``chapter`` for ``student`` (the blank edition by default).
+def student_notebook(
+    chapter: str, student: str = PLACEHOLDER_ID, key: bytes | None = None
+):
+    """The coursework notebook of ``chapter`` for ``student`` (the blank edition by
+    default).
+
+    With ``key`` (the teacher's, `llmmath.coursework.signing.load_key`) the metadata is
+    signed, as `hand_out` does; the grader accepts only signed sheets.
 
     Returns:
         an ``nbformat`` v4 notebook without outputs.
@@ -111,7 +130,8 @@ def student_notebook(chapter: str, student: str = PLACEHOLDER_ID):
             code(f"q{n} = sheet.question({n})", metadata={"tags": ["question"]}),
             code(
                 f"answer_{n} = ...  # your computation; the numbers are in q{n}, e.g. "
-                f"q{n}.{next(iter(problem(chapter, 'example', n).numbers))}\n\n{check_source(n)}",
+                f"q{n}.{next(iter(problem(chapter, 'example', n).numbers))}\n\n"
+                f"{check_source(n)}",
                 metadata={"tags": ["answer"]},
             ),
         ]
@@ -122,6 +142,14 @@ def student_notebook(chapter: str, student: str = PLACEHOLDER_ID):
     for i, cell in enumerate(cells):  # stable ids: the blank editions are reproducible
         cell["id"] = f"{chapter}-{i:02d}"
     nb = nbf.new_notebook(cells=cells)
+    fields = {
+        "chapter": chapter,
+        "student": student,
+        "questions": len(questions),
+        "bank_version": QUESTION_BANK_VERSION,
+    }
+    if key is not None:
+        fields["signature"] = signature(fields, key)
     nb.metadata.update(
         {
             "kernelspec": {
@@ -130,27 +158,29 @@ def student_notebook(chapter: str, student: str = PLACEHOLDER_ID):
                 "name": "python3",
             },
             "language_info": {"name": "python"},
-            METADATA_KEY: {
-                "chapter": chapter,
-                "student": student,
-                "questions": len(questions),
-                "bank_version": QUESTION_BANK_VERSION,
-            },
+            METADATA_KEY: fields,
         }
     )
     return nb
 
 
 def read_students(path: str | os.PathLike) -> list[str]:
-    """Student IDs from a roster file: one per line; blank lines and ``#`` comments skipped.
+    """Student IDs from a roster file (UTF-8, with or without a BOM): one per line;
+    blank lines and ``#`` comments skipped.
 
-    Raises:
-        ValueError: an unusable ID (the line number is given) or a repeated one.
+    Raises: ValueError: an unreadable or undecodable file (named), an unusable ID (the
+    line number is given), or a repeated one; IDs that differ only in case (``Ada`` and
+    ``ada``) are repeats, since their folders clash on case-insensitive file systems.
     """
+    try:
+        text = Path(path).read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{path}: roster is not UTF-8 text (byte {e.start}); save it as UTF-8"
+        ) from None
     students: list[str] = []
-    for lineno, line in enumerate(
-        Path(path).read_text(encoding="utf-8").splitlines(), 1
-    ):
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
@@ -158,8 +188,13 @@ def read_students(path: str | os.PathLike) -> list[str]:
             check_student_id(line)
         except ValueError as e:
             raise ValueError(f"{path}, line {lineno}: {e}") from None
-        if line in students:
-            raise ValueError(f"{path}, line {lineno}: student {line!r} appears twice")
+        if line.casefold() in seen:
+            first = seen[line.casefold()]
+            raise ValueError(
+                f"{path}, line {lineno}: student {line!r} appears twice (line {first}; "
+                "IDs differing only in case count as the same)"
+            )
+        seen[line.casefold()] = lineno
         students.append(line)
     if not students:
         raise ValueError(f"{path}: no student IDs")
@@ -170,30 +205,58 @@ def hand_out(
     students: list[str],
     out_dir: str | os.PathLike,
     chapter_list: list[str] | None = None,
+    *,
+    key: str | os.PathLike | None = None,
+    force: bool = False,
 ) -> list[Path]:
-    """Write ``out_dir/<student>/<chapter>.ipynb`` for every student and chapter (all by default).
+    """Write ``out_dir/<student>/<chapter>.ipynb`` for every student and chapter (all by
+    default), each signed with the teacher's key.
+
+    Args: students: student IDs (see `read_students`). out_dir: the folder to hand out.
+    chapter_list: chapters; a repeated one counts once. key: the key file (default
+    `llmmath.coursework.signing.default_key_path`), created if missing; it must lie
+    outside ``out_dir``. force: overwrite notebooks that already exist (refused
+    otherwise).
 
     Returns:
         the paths written.
 
-    Raises:
-        ValueError: an unknown chapter or an unusable student ID, before anything is written.
-    """
+    Raises: ValueError: an unknown chapter, an unusable or repeated student ID
+    (case-insensitive), a key inside ``out_dir``, or a notebook that exists without
+    ``force``; nothing is written then."""
     import nbformat
 
-    chapter_list = list(chapter_list or chapters())
+    chapter_list = list(dict.fromkeys(chapter_list or chapters()))
     for c in chapter_list:
         check_chapter(c)
+    seen: set[str] = set()
     for s in students:
         check_student_id(s)
+        if s.casefold() in seen:
+            raise ValueError(f"students: {s!r} appears twice (case-insensitive)")
+        seen.add(s.casefold())
+    key_path = Path(key) if key is not None else default_key_path()
+    out = Path(out_dir).resolve()
+    if out == key_path.resolve().parent or out in key_path.resolve().parents:
+        raise ValueError(
+            f"key file {key_path} lies inside the hand-out folder {out_dir}: keep it "
+            "where students cannot see it"
+        )
+    paths = [
+        (s, c, Path(out_dir) / s / f"{c}.ipynb") for s in students for c in chapter_list
+    ]
+    existing = [p for _, _, p in paths if p.exists()]
+    if existing and not force:
+        raise ValueError(
+            f"{existing[0]} exists ({len(existing)} of {len(paths)} notebooks do): "
+            "hand out into a new folder, or pass --force to overwrite"
+        )
+    secret = load_key(key_path, create=True)
     written = []
-    for s in students:
-        folder = Path(out_dir) / s
-        folder.mkdir(parents=True, exist_ok=True)
-        for c in chapter_list:
-            path = folder / f"{c}.ipynb"
-            nbformat.write(student_notebook(c, s), path)
-            written.append(path)
+    for s, c, path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(student_notebook(c, s, key=secret), path)
+        written.append(path)
     return written
 
 

@@ -1,88 +1,136 @@
-"""A pytest plugin that completes ``pytest --nbval`` for handed-in coursework.
+"""A pytest plugin that grades coursework sheets under ``pytest --nbval`` the safe way.
 
-nbval runs each notebook again and fails a notebook whose cells raise, so a wrong answer fails.
-It cannot see a cell that is no longer there: a student who deleted a failing check cell would
-pass. For every notebook whose metadata marks it as a coursework sheet (``"llmmath_coursework"``,
-written by `llmmath.coursework.handout.student_notebook`) this plugin adds one test, "sheet
-complete", which fails unless
+nbval alone runs a handed-in notebook as it is, so a student who edits the notebook
+(nbval's control tags, a patched checker, another student's ID) can make it pass. For
+every notebook that is a coursework sheet, this plugin takes nbval's tests away and puts
+its own in their place:
 
-- the sheet is created for the chapter and student the metadata names,
-- every question's answer cell still ends in ``sheet.check(n, answer_n)``, and
-- the last code cell is ``sheet.summary()`` (which raises unless every question passed).
+- with ``--coursework-key KEYFILE`` (the teacher's key, `llmmath.coursework.signing`),
+  *every* notebook collected is graded by `llmmath.coursework.grading.grade_sheet`, each
+  in its own sandbox: one test per question, failing with the verdict and its reason (a
+  notebook that is not a signed sheet fails as tampered). ``--coursework-unsafe``,
+  ``--coursework-cell-timeout`` and ``--coursework-timeout`` are the ``grade`` command's
+  ``--unsafe``, ``--cell-timeout`` and ``--timeout``;
+- without it, each notebook that looks like a sheet (its metadata, or code that imports
+  ``llmmath.coursework``) gets one failing test that says how to grade it.
 
-pytest loads the plugin by itself wherever llmmath is installed (entry point ``pytest11``); it
-does nothing for other notebooks.
+``python -m llmmath.coursework grade DIR`` runs the same grading without pytest and also
+catches a sheet handed in twice. pytest loads this plugin by itself wherever llmmath is
+installed (entry point ``pytest11``); it leaves other notebooks to nbval.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from llmmath.coursework.handout import (
-    METADATA_KEY,
-    SUMMARY_SOURCE,
-    check_source,
-    sheet_source,
-)
+from llmmath.coursework.handout import METADATA_KEY
 
 
-class SheetIncompleteError(Exception):
-    """A handed-in sheet that lacks a required cell; the message says which."""
+class GradeFailure(Exception):
+    """A question that is not right; the message is the report's line."""
 
 
-def sheet_problems(nb: dict) -> list[str]:
-    """What is missing from a coursework notebook (a parsed ``.ipynb``); empty when complete."""
-    meta = nb.get("metadata", {}).get(METADATA_KEY, {})
-    code = [
-        "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-        for c in nb.get("cells", [])
-        if c.get("cell_type") == "code"
-    ]
-    problems = []
-    create = sheet_source(meta.get("chapter"), meta.get("student"))
-    if not any(create in src for src in code):
-        problems.append(f"no cell creates the sheet as `{create.splitlines()[-1]}`")
-    for n in range(1, int(meta.get("questions", 0)) + 1):
-        line = check_source(n)
-        if not any(
-            src.rstrip().splitlines()[-1:] == [line] for src in code if src.strip()
-        ):
-            problems.append(f"question {n}: no answer cell ends in `{line}`")
-    if not code or code[-1].strip() != SUMMARY_SOURCE:
-        problems.append(f"the last code cell is not `{SUMMARY_SOURCE}`")
-    return problems
+def pytest_addoption(parser):
+    group = parser.getgroup("llmmath coursework")
+    group.addoption(
+        "--coursework-key",
+        help="grade every notebook as a coursework sheet signed with this key file",
+    )
+    group.addoption(
+        "--coursework-unsafe",
+        action="store_true",
+        help="grade without a sandbox (not advised)",
+    )
+    group.addoption(
+        "--coursework-cell-timeout", type=float, default=60, help="seconds (60)"
+    )
+    group.addoption(
+        "--coursework-timeout", type=float, default=600, help="seconds a sheet (600)"
+    )
+
+
+def looks_like_sheet(path: Path) -> bool:
+    """Whether the notebook at ``path`` is, or was made from, a coursework sheet."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(nb, dict):
+        return False
+    if METADATA_KEY in (nb.get("metadata") or {}):
+        return True
+    return "llmmath.coursework" in json.dumps(nb.get("cells", []))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collect_file(file_path, parent):
+    collected = yield
+    if file_path.suffix != ".ipynb":
+        return collected
+    graded = parent.config.getoption("coursework_key") is not None
+    if not graded and not looks_like_sheet(file_path):
+        return collected
+    keep = [c for c in collected if type(c).__module__.split(".")[0] != "nbval"]
+    return keep + [SheetFile.from_parent(parent, path=file_path)]
 
 
 class SheetFile(pytest.File):
     def collect(self):
-        yield SheetComplete.from_parent(self, name="sheet complete")
+        config = self.config
+        key_file = config.getoption("coursework_key")
+        if key_file is None:
+            yield SheetItem.from_parent(
+                self,
+                name="sheet",
+                line=(
+                    f"{self.path.name}: a coursework sheet: grade it with "
+                    "`python -m llmmath.coursework grade DIR` or `pytest --nbval "
+                    "--coursework-key KEYFILE`; nbval alone cannot tell a tampered one"
+                ),
+            )
+            return
+        from llmmath.coursework.grading import Options, grade_sheet
+        from llmmath.coursework.sandbox import Limits, SandboxUnavailable, command
+        from llmmath.coursework.signing import load_key
+
+        try:
+            key = load_key(key_file)
+            limits = Limits(
+                cell_timeout=config.getoption("coursework_cell_timeout"),
+                notebook_timeout=config.getoption("coursework_timeout"),
+            )
+            unsafe = config.getoption("coursework_unsafe")
+            if not unsafe:
+                command(self.path, limits, probe=True)
+        except (ValueError, SandboxUnavailable) as e:
+            yield SheetItem.from_parent(self, name="sheet", line=f"{e}")
+            return
+        options = Options(limits, unsafe=unsafe, key_path=Path(key_file))
+        root = Path(config.invocation_params.dir)
+        if root not in self.path.parents:
+            root = self.path.parent
+        for row in grade_sheet(self.path, root, key, options):
+            name = f"question {row.question}" if row.question else "sheet"
+            line = None if row.verdict == "right" else row.line()
+            yield SheetItem.from_parent(self, name=name, line=line)
 
 
-class SheetComplete(pytest.Item):
+class SheetItem(pytest.Item):
+    def __init__(self, *, line: str | None, **kwargs):
+        super().__init__(**kwargs)
+        self.line = line
+
     def runtest(self) -> None:
-        nb = json.loads(self.path.read_text(encoding="utf-8"))
-        problems = sheet_problems(nb)
-        if problems:
-            raise SheetIncompleteError("; ".join(problems))
+        if self.line is not None:
+            raise GradeFailure(self.line)
 
     def repr_failure(self, excinfo, style=None):
-        if isinstance(excinfo.value, SheetIncompleteError):
-            return f"{self.path.name}: coursework sheet incomplete: {excinfo.value}"
+        if isinstance(excinfo.value, GradeFailure):
+            return str(excinfo.value)
         return super().repr_failure(excinfo)
 
     def reportinfo(self):
-        return self.path, None, f"{self.path.name}::sheet complete"
-
-
-def pytest_collect_file(file_path, parent):
-    if file_path.suffix != ".ipynb":
-        return None
-    try:
-        nb = json.loads(file_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # not ours to judge; nbval reports unreadable notebooks
-    if isinstance(nb, dict) and METADATA_KEY in nb.get("metadata", {}):
-        return SheetFile.from_parent(parent, path=file_path)
-    return None
+        return self.path, None, f"{self.path.name}::{self.name}"

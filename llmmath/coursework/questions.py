@@ -1,14 +1,15 @@
-"""The coursework question bank: for each chapter, questions whose numbers are drawn per student.
+"""The coursework question bank: for each chapter, questions whose numbers are drawn per
+student.
 
 Each question is a function ``(rng) -> Problem``: it draws its numbers from ``rng`` (a
-`random.Random` seeded by chapter, student and question number, see `llmmath.coursework.Sheet`)
-and computes the expected answer with ``llmmath`` itself, the same functions the chapter
-explains. The questions follow the chapters' exercises with other numbers, so a student who has
-worked through the chapter can answer them with a few lines of code or by hand.
+`random.Random` seeded by chapter, student and question number, see
+`llmmath.coursework.Sheet`) and computes the expected answer with ``llmmath`` itself,
+the same functions the chapter explains. The questions follow the chapters' exercises
+with other numbers, so a student who has worked through the chapter can answer them with
+a few lines of code or by hand.
 
-Answers are exact integers (``tolerance`` 0) except where the quantity is irrational, where a
-relative tolerance is stated in the question.
-"""
+Answers are exact integers (``tolerance`` 0) except where the quantity is irrational,
+where a relative tolerance is stated in the question."""
 
 from __future__ import annotations
 
@@ -28,11 +29,11 @@ QUESTION_BANK_VERSION = (
 class Problem:
     """One question with one student's numbers.
 
-    ``text``: the question as printed; ``numbers``: the drawn inputs by name (HF config names
-    where there is one); ``answer``: the expected answer (an ``int``, or a ``float`` checked to
-    ``tolerance``, a relative tolerance); ``unit``: what the answer counts (parameters, bytes,
-    FLOPs, tokens); ``hint``: printed with a wrong answer, never the answer itself.
-    """
+    ``text``: the question as printed; ``numbers``: the drawn inputs by name (HF config
+    names where there is one); ``answer``: the expected answer (an ``int``, or a
+    ``float`` checked to ``tolerance``, a relative tolerance); ``unit``: what the answer
+    counts (parameters, bytes, FLOPs, tokens); ``hint``: printed with a wrong answer,
+    never the answer itself."""
 
     text: str
     numbers: dict[str, object]
@@ -43,8 +44,8 @@ class Problem:
 
     @property
     def answer_text(self) -> str:
-        """The answer with its unit, e.g. ``'7,680 bytes'``; a float to 6 significant digits, so the
-        text is the same on every machine (``'4,080,190.0 tokens'``)."""
+        """The answer with its unit, e.g. ``'7,680 bytes'``; a float to 6 significant
+        digits, so the text is the same on every machine (``'4,080,190.0 tokens'``)."""
         value = (
             self.answer if isinstance(self.answer, int) else float(f"{self.answer:.6g}")
         )
@@ -53,7 +54,8 @@ class Problem:
 
 @dataclass(frozen=True)
 class Question:
-    """A question of the bank: its chapter, its number in the chapter, and its generator."""
+    """A question of the bank: its chapter, its number in the chapter, and its
+    generator."""
 
     chapter: str
     number: int
@@ -65,7 +67,8 @@ BANK: dict[str, list[Question]] = {}
 
 
 def question(chapter: str, title: str):
-    """Register the decorated ``(rng) -> Problem`` function as the next question of ``chapter``."""
+    """Register the decorated ``(rng) -> Problem`` function as the next question of
+    ``chapter``."""
 
     def register(
         make: Callable[[random.Random], Problem],
@@ -83,7 +86,8 @@ def _listing(numbers: dict[str, object]) -> str:
 
 
 def _llama_shape(rng: random.Random, *, gqa: bool = True) -> dict[str, int]:
-    """A small Llama-style shape: d_h 64 or 128, n_kv dividing n_h (fewer than n_h if ``gqa``)."""
+    """A small Llama-style shape: d_h 64 or 128, n_kv dividing n_h (fewer than n_h if
+    ``gqa``)."""
     head_dim = rng.choice([64, 128])
     heads = rng.choice([8, 12, 16, 24, 32])
     kv = rng.choice(
@@ -102,13 +106,15 @@ def _llama_shape(rng: random.Random, *, gqa: bool = True) -> dict[str, int]:
 
 
 def _llama_fields(rng: random.Random, *fields: str) -> dict[str, int]:
-    """Only ``fields`` of a `_llama_shape` (drawn whole, so every question draws alike)."""
+    """Only ``fields`` of a `_llama_shape` (drawn whole, so every question draws
+    alike)."""
     shape = _llama_shape(rng)
     return {f: shape[f] for f in fields}
 
 
 def _gpt2(hidden_size: int, **fields) -> ModelConfig:
-    """A GPT-2-style config (LayerNorm, plain GELU MLP, learned positions, biases, 64-wide heads)."""
+    """A GPT-2-style config (LayerNorm, plain GELU MLP, learned positions, biases,
+    64-wide heads)."""
     return ModelConfig(
         **(
             {
@@ -143,7 +149,7 @@ LLAMA_STYLE = (
 )
 
 
-# --- 1. Counting parameters -------------------------------------------------------------------
+# --- 1. Counting parameters -----------------------------------------------------------
 
 
 @question("01_parameters", "Every parameter of a Llama-style model")
@@ -155,7 +161,8 @@ def _total_params(rng: random.Random) -> Problem:
         n,
         count_params(_cfg(n)).total,
         "parameters",
-        "add the embedding, L blocks (attention, FFN, two norms), the final norm and the LM head; "
+        "add the embedding, L blocks (attention, FFN, two norms), the final norm and "
+        "the LM head; "
         "K and V have n_kv·d_h output features, not H",
     )
 
@@ -167,7 +174,8 @@ def _mha_extra(rng: random.Random) -> Problem:
     mha = gqa.replace(num_key_value_heads=gqa.num_attention_heads)
     return Problem(
         f"The same kind of model as in question 1, with\n{_listing(n)}\n"
-        "How many parameters would it gain with multi-head attention (num_key_value_heads = "
+        "How many parameters would it gain with multi-head attention "
+        "(num_key_value_heads = "
         "num_attention_heads), all else equal?",
         n,
         count_params(mha).total - count_params(gqa).total,
@@ -176,7 +184,7 @@ def _mha_extra(rng: random.Random) -> Problem:
     )
 
 
-# --- 2. Embeddings ----------------------------------------------------------------------------
+# --- 2. Embeddings --------------------------------------------------------------------
 
 
 @question("02_embeddings", "What tying saves")
@@ -190,7 +198,8 @@ def _tying_bytes(rng: random.Random) -> Problem:
     )
     return Problem(
         f"A Llama-style model with an untied LM head has\n{_listing(n)}\n"
-        f"How many bytes of {dtype} weights ({size} bytes each) does tying the LM head to the "
+        f"How many bytes of {dtype} weights ({size} bytes each) does tying the LM head "
+        "to the "
         "token embedding save?",
         {**n, "dtype": dtype},
         saved * size,
@@ -222,7 +231,7 @@ def _gpt2_embeddings(rng: random.Random) -> Problem:
     )
 
 
-# --- 3. Attention -----------------------------------------------------------------------------
+# --- 3. Attention ---------------------------------------------------------------------
 
 
 def _attention_per_layer(cfg: ModelConfig) -> int:
@@ -234,7 +243,8 @@ def _attention_layer(rng: random.Random) -> Problem:
     n = _llama_fields(rng, "hidden_size", "num_attention_heads", "num_key_value_heads")
     return Problem(
         f"A grouped-query attention layer without biases has\n{_listing(n)}\n"
-        "(head_dim = hidden_size / num_attention_heads). How many parameters do its four "
+        "(head_dim = hidden_size / num_attention_heads). How many parameters do its "
+        "four "
         "projections W_Q, W_K, W_V, W_O hold?",
         n,
         _attention_per_layer(
@@ -250,7 +260,8 @@ def _attention_bias(rng: random.Random) -> Problem:
     n = _llama_fields(rng, "hidden_size", "num_attention_heads", "num_key_value_heads")
     cfg = _cfg(n, vocab_size=1, intermediate_size=1, num_hidden_layers=1)
     return Problem(
-        f"Qwen2 adds biases to the Q, K and V projections (not to O). For a layer with\n"
+        "Qwen2 adds biases to the Q, K and V projections (not to O). For a layer "
+        "with\n"
         f"{_listing(n)}\nhow many parameters do those biases add to the layer?",
         n,
         _attention_per_layer(cfg.replace(qkv_bias=True)) - _attention_per_layer(cfg),
@@ -259,7 +270,7 @@ def _attention_bias(rng: random.Random) -> Problem:
     )
 
 
-# --- 4. The FFN -------------------------------------------------------------------------------
+# --- 4. The FFN -----------------------------------------------------------------------
 
 
 @question("04_ffn", "Meta's rule for intermediate_size")
@@ -297,7 +308,7 @@ def _ffn_params(rng: random.Random) -> Problem:
     )
 
 
-# --- 5. Norms ---------------------------------------------------------------------------------
+# --- 5. Norms -------------------------------------------------------------------------
 
 
 @question("05_norms", "RMSNorm weights, with QK-norm")
@@ -306,15 +317,19 @@ def _rms_params(rng: random.Random) -> Problem:
     n["qk_norm"] = rng.choice([True, False])
     cfg = _cfg(n, vocab_size=1, intermediate_size=1)
     return Problem(
-        f"A Llama-style model (RMSNorm before attention and the FFN in every layer, plus a "
+        "A Llama-style model (RMSNorm before attention and the FFN in every layer, "
+        "plus a "
         f"final norm) has\n{_listing(n)}\n"
-        "qk_norm = True means Qwen3's extra RMSNorm over each head's queries and keys (one "
-        "weight vector of head_dim = hidden_size / num_attention_heads for Q and one for K, "
+        "qk_norm = True means Qwen3's extra RMSNorm over each head's queries and keys "
+        "(one "
+        "weight vector of head_dim = hidden_size / num_attention_heads for Q and one "
+        "for K, "
         "per layer). How many norm parameters does the model have?",
         n,
         count_params(cfg).by_group()["norm"],
         "parameters",
-        "RMSNorm has a scale and no shift: 2L + 1 vectors of H, plus 2L of d_h with QK-norm",
+        "RMSNorm has a scale and no shift: 2L + 1 vectors of H, plus 2L of d_h with "
+        "QK-norm",
     )
 
 
@@ -326,7 +341,8 @@ def _ln_params(rng: random.Random) -> Problem:
     }
     cfg = _gpt2(n["hidden_size"], num_hidden_layers=n["num_hidden_layers"])
     return Problem(
-        f"A GPT-2-style model (LayerNorm before attention and the MLP, plus a final one) has\n"
+        "A GPT-2-style model (LayerNorm before attention and the MLP, plus a final "
+        "one) has\n"
         f"{_listing(n)}\nHow many parameters do its LayerNorms hold?",
         n,
         count_params(cfg).by_group()["norm"],
@@ -335,7 +351,7 @@ def _ln_params(rng: random.Random) -> Problem:
     )
 
 
-# --- 6. RoPE ----------------------------------------------------------------------------------
+# --- 6. RoPE --------------------------------------------------------------------------
 
 
 def _wavelengths(head_dim: int, theta: float) -> list[float]:
@@ -352,8 +368,10 @@ def _slowest(rng: random.Random) -> Problem:
     }
     return Problem(
         f"RoPE with\n{_listing(n)}\n"
-        "rotates pair i (i = 0 … head_dim/2 − 1) by the angle m·theta_i at position m, with "
-        "theta_i = rope_theta^(−2i/head_dim). How many tokens long is the wavelength of the "
+        "rotates pair i (i = 0 … head_dim/2 − 1) by the angle m·theta_i at position m, "
+        "with "
+        "theta_i = rope_theta^(−2i/head_dim). How many tokens long is the wavelength "
+        "of the "
         "slowest pair? (relative tolerance 1e-4)",
         n,
         _wavelengths(n["head_dim"], n["rope_theta"])[-1],
@@ -382,7 +400,7 @@ def _turning_pairs(rng: random.Random) -> Problem:
     )
 
 
-# --- 7. The KV cache --------------------------------------------------------------------------
+# --- 7. The KV cache ------------------------------------------------------------------
 
 
 def _kv_shape(rng: random.Random) -> dict[str, object]:
@@ -404,7 +422,8 @@ def _kv_per_token(rng: random.Random) -> Problem:
     cfg = _cfg(n, vocab_size=1, intermediate_size=1)
     return Problem(
         f"A decoder with grouped-query attention has\n{_listing(n)}\n"
-        f"(head_dim = hidden_size / num_attention_heads). How many bytes does one more token add "
+        "(head_dim = hidden_size / num_attention_heads). How many bytes does one more "
+        "token add "
         f"to the KV cache of one sequence in {dtype} ({size} bytes per number)?",
         {**n, "dtype": dtype},
         kv_cache_bytes_per_token(cfg, dtype),
@@ -425,7 +444,8 @@ def _kv_batch(rng: random.Random) -> Problem:
     cfg = _cfg(n, vocab_size=1, intermediate_size=1)
     return Problem(
         f"The same kind of model, with\n{_listing(n)}\n"
-        "How many bytes does the bf16 KV cache of batch sequences of seq_len tokens take?",
+        "How many bytes does the bf16 KV cache of batch sequences of seq_len tokens "
+        "take?",
         n,
         kv_cache_bytes(cfg, n["batch"], n["seq_len"], "bf16"),
         "bytes",
@@ -433,7 +453,7 @@ def _kv_batch(rng: random.Random) -> Problem:
     )
 
 
-# --- 8. FLOPs ---------------------------------------------------------------------------------
+# --- 8. FLOPs -------------------------------------------------------------------------
 
 
 @question("08_flops", "Forward FLOPs per token, all pairs")
@@ -445,14 +465,18 @@ def _forward_full(rng: random.Random) -> Problem:
     cfg = _cfg(n)
     return Problem(
         f"A Llama-style model with an untied LM head has\n{_listing(n)}\n"
-        "Count its forward FLOPs per token on a seq_len-token sequence the book's way: 2 FLOPs "
-        "per weight of every matmul (attention projections, FFN, LM head; the embedding lookup "
-        "is free; norms, activations and softmax are not counted) plus QKᵀ and AV with every "
+        "Count its forward FLOPs per token on a seq_len-token sequence the book's way: "
+        "2 FLOPs "
+        "per weight of every matmul (attention projections, FFN, LM head; the "
+        "embedding lookup "
+        "is free; norms, activations and softmax are not counted) plus QKᵀ and AV with "
+        "every "
         "token against all seq_len keys (4·L·seq_len·n_h·d_h).",
         n,
         int(forward_flops_per_token(cfg, n["seq_len"], "full").total),
         "FLOPs",
-        "2 × (attention projection weights + FFN weights) per layer, + 2·V·H for the head, "
+        "2 × (attention projection weights + FFN weights) per layer, + 2·V·H for the "
+        "head, "
         "+ the attention term",
     )
 
@@ -468,8 +492,10 @@ def _causal_attention(rng: random.Random) -> Problem:
     )
     return Problem(
         f"A decoder with\n{_listing(n)}\n"
-        "reads a seq_len-token sequence with a causal mask: token i (1-based) attends to i keys. "
-        "Averaged over the seq_len positions, how many FLOPs per token do QKᵀ and AV cost "
+        "reads a seq_len-token sequence with a causal mask: token i (1-based) attends "
+        "to i keys. "
+        "Averaged over the seq_len positions, how many FLOPs per token do QKᵀ and AV "
+        "cost "
         "(2 FLOPs per multiply-add, all layers and heads)?",
         n,
         int(f.attention),
@@ -478,7 +504,7 @@ def _causal_attention(rng: random.Random) -> Problem:
     )
 
 
-# --- 9. Memory --------------------------------------------------------------------------------
+# --- 9. Memory ------------------------------------------------------------------------
 
 
 @question("09_memory", "Training state")
@@ -488,8 +514,10 @@ def _training_state(rng: random.Random) -> Problem:
     n = _llama_shape(rng)
     return Problem(
         f"A Llama-style model with an untied LM head has\n{_listing(n)}\n"
-        "How many bytes of training state does mixed-precision Adam keep for it (bf16 weights "
-        "and gradients, fp32 master weights and two fp32 moments: 16 bytes per parameter), "
+        "How many bytes of training state does mixed-precision Adam keep for it (bf16 "
+        "weights "
+        "and gradients, fp32 master weights and two fp32 moments: 16 bytes per "
+        "parameter), "
         "activations aside?",
         n,
         sum(training_state_bytes(_cfg(n)).values()),
@@ -522,8 +550,10 @@ def _serving_gpus(rng: random.Random) -> Problem:
     need = weight_bytes(cfg) + kv_cache_bytes(cfg, n["batch"], n["seq_len"])
     return Problem(
         f"Serve a Llama-style model (untied LM head) with\n{_listing(n)}\n"
-        "in bf16: weights plus the KV cache of batch sequences of seq_len tokens. How many GPUs "
-        "of gpu_gb GB (1 GB = 10^9 bytes) does that take, counting bytes only (no activations, "
+        "in bf16: weights plus the KV cache of batch sequences of seq_len tokens. How "
+        "many GPUs "
+        "of gpu_gb GB (1 GB = 10^9 bytes) does that take, counting bytes only (no "
+        "activations, "
         "no fragmentation)?",
         n,
         -(-need // (n["gpu_gb"] * GB)),
@@ -532,7 +562,7 @@ def _serving_gpus(rng: random.Random) -> Problem:
     )
 
 
-# --- 10. LLaMA 1 → 3 --------------------------------------------------------------------------
+# --- 10. LLaMA 1 → 3 ------------------------------------------------------------------
 
 _LLAMA_PRESETS = ("llama-1-7b", "llama-1-65b", "llama-2-7b", "llama-2-13b")
 
@@ -560,13 +590,16 @@ def _llama_gqa_cache(rng: random.Random) -> Problem:
         cfg.replace(num_key_value_heads=kv)
     )
     return Problem(
-        f"Give {presets.get(name).title} (preset {name!r}) grouped-query attention with "
-        f"num_key_value_heads = {kv} and change nothing else. How many bytes per token does its "
+        f"Give {presets.get(name).title} (preset {name!r}) grouped-query attention "
+        "with "
+        f"num_key_value_heads = {kv} and change nothing else. How many bytes per token "
+        "does its "
         "bf16 KV cache save?",
         {"preset": name, "num_key_value_heads": kv},
         saved,
         "bytes",
-        "look the preset's L, n_h and d_h up (presets.load); the cache keeps n_kv heads, not n_h",
+        "look the preset's L, n_h and d_h up (presets.load); the cache keeps n_kv "
+        "heads, not n_h",
     )
 
 
@@ -580,7 +613,8 @@ def _llama_gqa_params(rng: random.Random) -> Problem:
         - count_params(cfg.replace(num_key_value_heads=kv)).total
     )
     return Problem(
-        f"Give {presets.get(name).title} (preset {name!r}) num_key_value_heads = {kv} and change "
+        f"Give {presets.get(name).title} (preset {name!r}) num_key_value_heads = {kv} "
+        "and change "
         "nothing else. How many parameters does it lose?",
         {"preset": name, "num_key_value_heads": kv},
         lost,
@@ -589,7 +623,7 @@ def _llama_gqa_params(rng: random.Random) -> Problem:
     )
 
 
-# --- 11. MiniMind -----------------------------------------------------------------------------
+# --- 11. MiniMind ---------------------------------------------------------------------
 
 
 def _minimind_shape(rng: random.Random) -> dict[str, int]:
@@ -612,12 +646,14 @@ def _minimind_rule(rng: random.Random) -> Problem:
 
     n = {"hidden_size": 64 * rng.randrange(6, 33)}
     return Problem(
-        f"MiniMind sizes its FFN as int(hidden_size · 8/3) rounded up to a multiple of 64. For\n"
+        "MiniMind sizes its FFN as int(hidden_size · 8/3) rounded up to a multiple of "
+        "64. For\n"
         f"{_listing(n)}\nwhat is intermediate_size?",
         n,
         minimind_intermediate_size(n["hidden_size"]),
         "features",
-        "truncate first, then round up to the next multiple of 64 (a multiple stays as it is)",
+        "truncate first, then round up to the next multiple of 64 (a multiple stays as "
+        "it is)",
     )
 
 
@@ -625,7 +661,8 @@ def _minimind_rule(rng: random.Random) -> Problem:
 def _minimind_total(rng: random.Random) -> Problem:
     n = _minimind_shape(rng)
     return Problem(
-        f"A MiniMind-style model (Llama-style blocks, LM head tied to the embedding) has\n"
+        "A MiniMind-style model (Llama-style blocks, LM head tied to the embedding) "
+        "has\n"
         f"{_listing(n)}\nHow many parameters does it have?",
         n,
         count_params(_cfg(n, tie_word_embeddings=True)).total,
@@ -634,7 +671,7 @@ def _minimind_total(rng: random.Random) -> Problem:
     )
 
 
-# --- 12. Mixture of experts -------------------------------------------------------------------
+# --- 12. Mixture of experts -----------------------------------------------------------
 
 
 def _moe_shape(rng: random.Random) -> dict[str, int]:
@@ -647,7 +684,8 @@ def _moe_shape(rng: random.Random) -> dict[str, int]:
 
 
 _MOE_TEXT = (
-    "A Mixtral-style mixture of experts (Llama-style blocks whose FFN is num_local_experts "
+    "A Mixtral-style mixture of experts (Llama-style blocks whose FFN is "
+    "num_local_experts "
     "SwiGLU experts, each H × I × 3, and a router, a linear layer from H to "
     "num_local_experts without bias; untied LM head) has"
 )
@@ -670,16 +708,18 @@ def _moe_active(rng: random.Random) -> Problem:
     n = _moe_shape(rng)
     return Problem(
         f"{_MOE_TEXT}\n{_listing(n)}\n"
-        "The router sends each token to num_experts_per_tok experts. How many parameters does "
+        "The router sends each token to num_experts_per_tok experts. How many "
+        "parameters does "
         "one token use (the total less the experts it is not routed to)?",
         n,
         count_params(_cfg(n, model_type="mixtral")).active,
         "parameters",
-        "subtract (E − k) experts of 3·H·I in every layer; the router and attention stay",
+        "subtract (E − k) experts of 3·H·I in every layer; the router and attention "
+        "stay",
     )
 
 
-# --- 13. The model zoo ------------------------------------------------------------------------
+# --- 13. The model zoo ----------------------------------------------------------------
 
 _ZOO = (
     "llama-2-7b",
@@ -705,12 +745,14 @@ def _zoo_kv(rng: random.Random) -> Problem:
         presets.load(b)
     )
     return Problem(
-        f"How many more bytes per token does the bf16 KV cache of preset {a!r} take than that of "
+        f"How many more bytes per token does the bf16 KV cache of preset {a!r} take "
+        "than that of "
         f"preset {b!r}? (Negative if it takes fewer.)",
         {"preset_a": a, "preset_b": b},
         diff,
         "bytes",
-        "2 · L · n_kv · d_h · 2 bytes for each; d_h is head_dim when the config gives it",
+        "2 · L · n_kv · d_h · 2 bytes for each; d_h is head_dim when the config gives "
+        "it",
     )
 
 
@@ -720,12 +762,14 @@ def _zoo_non_embedding(rng: random.Random) -> Problem:
 
     name = rng.choice(_ZOO)
     return Problem(
-        f"How many non-embedding parameters does preset {name!r} have, in the book's convention "
+        f"How many non-embedding parameters does preset {name!r} have, in the book's "
+        "convention "
         "(the total less the token and position embeddings and an untied LM head)?",
         {"preset": name},
         count_params(presets.load(name)).non_embedding,
         "parameters",
-        "count_params(...).total, then subtract V·H (twice if untied) and any position table",
+        "count_params(...).total, then subtract V·H (twice if untied) and any position "
+        "table",
     )
 
 

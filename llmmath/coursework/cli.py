@@ -1,0 +1,158 @@
+"""The teacher's commands: ``python -m llmmath.coursework handout|key|editions|grade``.
+
+``handout --students roster.txt --out DIR [--key KEYFILE] [--force] [CHAPTER ...]``
+writes one signed sheet per student and chapter; ``key --student ID [CHAPTER ...]``
+prints a student's answers; ``editions [--out coursework]`` writes the blank sheets;
+``grade DIR [--key KEYFILE] [--csv out.csv] [--junit out.xml] [--unsafe] [--cell-timeout
+S] [--timeout S]`` grades every notebook under DIR, each in its own sandbox
+(`llmmath.coursework.grading`), and prints one line per student and question.
+
+Exit status: 0 (``grade``: every answer right), 1 (``grade``: some answer not right), 2
+bad input or no sandbox, with one line on stderr and never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number; got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be positive; got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m llmmath.coursework",
+        description="Coursework: hand out signed sheets, print a student's answers, "
+        "write the blank editions, or grade handed-in sheets in a sandbox.",
+    )
+    actions = parser.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    h = actions.add_parser("handout", help="write OUT/<student>/<chapter>.ipynb")
+    h.add_argument("--students", required=True, help="roster: one student ID a line")
+    h.add_argument("--out", required=True, help="folder to write into")
+    h.add_argument("--force", action="store_true", help="overwrite existing sheets")
+    key = actions.add_parser("key", help="one student's answers, for the teacher")
+    key.add_argument("--student", required=True, help="the student's ID")
+    ed = actions.add_parser("editions", help="the blank editions (coursework/)")
+    ed.add_argument("--out", default="coursework", help="folder (default: coursework)")
+    g = actions.add_parser("grade", help="grade every notebook under DIR")
+    g.add_argument("folder", metavar="DIR", help="the handed-in notebooks")
+    g.add_argument("--csv", help="also write the grades as CSV")
+    g.add_argument("--junit", help="also write the grades as JUnit XML")
+    g.add_argument(
+        "--unsafe", action="store_true", help="grade without a sandbox (not advised)"
+    )
+    g.add_argument(
+        "--cell-timeout", type=_positive, default=60, help="seconds (default 60)"
+    )
+    g.add_argument(
+        "--timeout", type=_positive, default=600, help="seconds a notebook (600)"
+    )
+    g.add_argument(
+        "--memory-mb", type=int, default=4096, help="address space (default 4096)"
+    )
+    g.add_argument("--jobs", type=int, default=0, help="sheets at once (CPUs)")
+    for a in (h, g):
+        a.add_argument(
+            "--key",
+            help="the teacher's key file (default $LLMMATH_COURSEWORK_KEY or "
+            "~/.config/llmmath/coursework.key)",
+        )
+    for a in (h, key, ed):
+        a.add_argument(
+            "chapters",
+            nargs="*",
+            metavar="CHAPTER",
+            help="chapters, e.g. 07_kv_cache (default: all)",
+        )
+    return parser
+
+
+def _grade(args) -> int:
+    from llmmath.coursework.grading import Options, grade_folder
+    from llmmath.coursework.sandbox import Limits
+    from llmmath.coursework.signing import default_key_path, load_key
+
+    key_path = Path(args.key) if args.key else default_key_path()
+    key = load_key(key_path)
+    folder = Path(args.folder).resolve()
+    if folder == key_path.resolve().parent or folder in key_path.resolve().parents:
+        raise ValueError(f"key file {key_path} lies inside the graded folder {folder}")
+    limits = Limits(
+        cell_timeout=args.cell_timeout,
+        notebook_timeout=args.timeout,
+        memory_mb=args.memory_mb,
+    )
+    options = Options(limits, unsafe=args.unsafe, jobs=args.jobs, key_path=key_path)
+    if args.unsafe:
+        print("warning: grading without a sandbox (--unsafe)", file=sys.stderr)
+    report = grade_folder(args.folder, key, options)
+    sys.stdout.write(report.text())
+    if args.csv:
+        report.write_csv(args.csv)
+    if args.junit:
+        report.write_junit(args.junit)
+    return 0 if report.all_right else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command in ``argv`` (default ``sys.argv[1:]``); returns the exit
+    status."""
+    from llmmath.coursework import chapters
+    from llmmath.coursework.handout import (
+        answer_key,
+        hand_out,
+        read_students,
+        student_notebook,
+    )
+
+    args = build_parser().parse_args(argv)
+    try:
+        if args.action == "grade":
+            return _grade(args)
+        chapter_list = list(dict.fromkeys(args.chapters)) or list(chapters())
+        if args.action == "handout":
+            written = hand_out(
+                read_students(args.students),
+                args.out,
+                chapter_list,
+                key=args.key,
+                force=args.force,
+            )
+            print(f"wrote {len(written)} notebooks under {args.out}")
+        elif args.action == "key":
+            for chapter in chapter_list:
+                for n, p in enumerate(answer_key(chapter, args.student), 1):
+                    tol = (
+                        f" (relative tolerance {p.tolerance:g})" if p.tolerance else ""
+                    )
+                    print(
+                        f"{chapter} {args.student} question {n}: {p.answer_text}{tol}"
+                    )
+        else:
+            import nbformat
+
+            os.makedirs(args.out, exist_ok=True)
+            for chapter in chapter_list:
+                nbformat.write(
+                    student_notebook(chapter),
+                    os.path.join(args.out, f"{chapter}.ipynb"),
+                )
+            print(f"wrote {len(chapter_list)} blank editions under {args.out}")
+    except (ValueError, OSError, RuntimeError) as e:
+        print(f"llmmath: error: {e}", file=sys.stderr)
+        return 2
+    return 0
