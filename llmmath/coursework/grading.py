@@ -31,8 +31,10 @@ import csv
 import json
 import os
 import re
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unicodedata
 import xml.etree.ElementTree as ET
@@ -358,16 +360,21 @@ def run_sheet(nb: dict, options: Options) -> tuple[dict[int, dict], str | None]:
             start_new_session=True,
             env=_runner_env(tmp) if options.unsafe else None,
         )
+        chunks: list[bytes] = []
+        reader = threading.Thread(target=_read_capped, args=(proc.stdout, chunks))
+        reader.start()
         try:
-            out, _ = proc.communicate(timeout=options.limits.notebook_timeout)
+            proc.wait(timeout=options.limits.notebook_timeout)
             stopped = None
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            out, _ = proc.communicate()
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             stopped = (
                 f"stopped after the notebook's time limit of "
                 f"{options.limits.notebook_timeout:g} s"
             )
+        reader.join()
+        out = b"".join(chunks)
         elapsed = time.monotonic() - start
     cells: dict[int, dict] = {}
     for raw in out.decode("utf-8", "replace").splitlines():
@@ -391,6 +398,19 @@ def run_sheet(nb: dict, options: Options) -> tuple[dict[int, dict], str | None]:
                 f"{elapsed:.0f} s): the memory or CPU limit, or a crash"
             )
     return cells, stopped
+
+
+MAX_REPORT_BYTES = 16 << 20
+
+
+def _read_capped(stream, chunks: list[bytes]) -> None:
+    """Read ``stream`` to its end, keeping at most `MAX_REPORT_BYTES` of it."""
+    kept = 0
+    while block := stream.read(1 << 16):
+        if kept < MAX_REPORT_BYTES:
+            chunks.append(block[: MAX_REPORT_BYTES - kept])
+            kept += len(chunks[-1])
+    stream.close()
 
 
 def _runner_env(tmp: str) -> dict[str, str]:
