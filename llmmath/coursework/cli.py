@@ -33,6 +33,16 @@ def _positive(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1; got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m llmmath.coursework",
@@ -62,9 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=_positive, default=600, help="seconds a notebook (600)"
     )
     g.add_argument(
-        "--memory-mb", type=int, default=4096, help="address space (default 4096)"
+        "--memory-mb", type=_count, default=4096, help="address space (default 4096)"
     )
-    g.add_argument("--jobs", type=int, default=0, help="sheets at once (CPUs)")
+    g.add_argument(
+        "--jobs", type=_count, default=0, help="sheets at once (default CPUs + 1)"
+    )
     for a in (h, g):
         a.add_argument(
             "--key",

@@ -332,8 +332,9 @@ def grading_notebook(chapter: str, student: str, answers: dict[int, str]) -> dic
 
 @dataclass
 class Options:
-    """How to grade: the sandbox's limits, ``unsafe`` (no sandbox) and parallel
-    ``jobs``."""
+    """How to grade: the sandbox's ``limits``, ``unsafe`` (no sandbox), ``jobs`` (sheets
+    at once; 0 for one more than the CPUs) and ``key_path`` (kept out of the
+    sandbox)."""
 
     limits: Limits = field(default_factory=Limits)
     unsafe: bool = False
@@ -559,7 +560,8 @@ class Report:
             sum(TAMPERED in v for v in sheets.values()),
         ]
         lines.append(
-            f"{len(sheets)} sheets: {counts[0]} all right, {counts[1]} tampered, "
+            f"{len(sheets)} sheet{'s' if len(sheets) != 1 else ''}: "
+            f"{counts[0]} all right, {counts[1]} tampered, "
             f"{len(sheets) - sum(counts)} with wrong or missing answers"
         )
         return "\n".join(lines) + "\n"
@@ -649,7 +651,7 @@ def grade_folder(
         except SandboxUnavailable as e:
             raise GradingError(str(e)) from None
     paths = find_sheets(root)
-    jobs = options.jobs or os.cpu_count() or 1
+    jobs = options.jobs or (os.cpu_count() or 1) + 1  # a sheet waits on its kernel
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         graded = list(pool.map(lambda p: grade_sheet(p, root, key, options), paths))
     owners: dict[tuple[str, str], list[str]] = {}

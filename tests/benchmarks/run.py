@@ -6,7 +6,9 @@ Prints, against the targets of the foundation issue:
 - whole-process time of ``python -m llmmath params <preset> --json`` (target < 0.3 s);
 - ``import llmmath`` inside a fresh interpreter (target < 0.2 s);
 - each chapter's execution time in a fresh kernel (target < 10 s each);
-- each explorer's recompute-and-redraw time in a kernel (target < 50 ms).
+- each explorer's recompute-and-redraw time in a kernel (target < 50 ms);
+- grading a class of 30 coursework sheets of one chapter, each in its own sandbox
+  (``python -m llmmath.coursework grade``, target < 60 s).
 """
 
 from __future__ import annotations
@@ -105,6 +107,45 @@ def widget_time(name: str) -> float:
     return float(nb.cells[-1].outputs[0]["text"])
 
 
+def coursework_class_time(students: int = 30, chapter: str = "07_kv_cache") -> float:
+    """Seconds for ``python -m llmmath.coursework grade`` over a class's answered sheets
+    of one chapter, each in its own sandbox (the whole process, on every CPU)."""
+    import tempfile
+
+    from llmmath.coursework.handout import student_notebook
+    from llmmath.coursework.signing import load_key
+
+    answers = {
+        "sheet.check(1, answer_1)": "d = q1.hidden_size // q1.num_attention_heads\n"
+        "answer_1 = 2 * q1.num_hidden_layers * q1.num_key_value_heads * d * "
+        "{'bf16': 2, 'fp32': 4, 'fp8': 1}[q1.dtype]\n\n",
+        "sheet.check(2, answer_2)": "d = q2.hidden_size // q2.num_attention_heads\n"
+        "answer_2 = 2 * q2.num_hidden_layers * q2.batch * q2.seq_len"
+        " * q2.num_key_value_heads * d * 2\n\n",
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        key = load_key(Path(tmp) / "key", create=True)
+        (Path(tmp) / "in").mkdir()
+        for i in range(students):
+            nb = student_notebook(chapter, f"s{i:02d}", key=key)
+            for cell in nb.cells:
+                last = cell.source.splitlines()[-1:]
+                if last and last[0] in answers:
+                    cell.source = answers[last[0]] + last[0]
+            nbformat.write(nb, Path(tmp) / "in" / f"s{i:02d}.ipynb")
+        start = time.perf_counter()
+        run = subprocess.run(
+            [sys.executable, "-m", "llmmath.coursework", "grade", "in", "--key", "key"],
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+        )
+        seconds = time.perf_counter() - start
+    if run.returncode != 0:
+        raise RuntimeError(f"grading failed: {run.stdout[-500:]}{run.stderr[-500:]}")
+    return seconds
+
+
 def report(label: str, seconds: float, target: float) -> None:
     verdict = "ok" if seconds < target else "OVER TARGET"
     print(
@@ -130,6 +171,7 @@ def main() -> None:
         report(f"chapter {path.name}", chapter_time(path), 10.0)
     for name in WIDGETS:
         report(f"{name} recompute and redraw", widget_time(name), 0.05)
+    report("grade 30 coursework sheets (07_kv_cache)", coursework_class_time(), 60.0)
 
 
 if __name__ == "__main__":
