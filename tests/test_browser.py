@@ -1,10 +1,10 @@
-"""Every page of the built book, opened in headless Chromium with every host but this machine
-blocked: math typeset, widgets drawn from their stored state, figures loaded, no errors, and
-nothing fetched from anywhere but the site itself.
+"""Every page of the built book, opened in headless Chromium with every host but this
+machine blocked: math typeset, widgets drawn from their stored state, figures loaded, no
+errors, and nothing fetched from anywhere but the site itself.
 
-Needs Debian's chromium and chromium-driver (`make test` installs them). Without them the test
-skips, or fails when the CI variable is set. A full-page screenshot of every page is saved under
-_build/browser/.
+Needs Debian's chromium and chromium-driver (`make test` installs them). Without them
+the test skips, or fails when the CI variable is set. A full-page screenshot of every
+page is saved under _build/browser/.
 """
 
 import base64
@@ -139,60 +139,18 @@ def shots():
     return SHOTS
 
 
-# Runs in the page once it has loaded: waits for MathJax's first typesetting, the widgets (drawn
-# from the stored state on the load event), fonts and images, then reports what is on the page.
-INSPECT = """
-const done = arguments[arguments.length - 1];
-const waitS = arguments[0];
-const sleep = ms => new Promise(resolve => setTimeout(resolve, ms));
-const views = [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')];
-const hasState = !!document.querySelector('script[type="application/vnd.jupyter.widget-state+json"]');
-const drawn = view => {   // the manager puts a .widget-subarea with the view before the script
-  const area = view.previousElementSibling;
-  const widget = area && area.classList.contains("widget-subarea") && area.querySelector(".jupyter-widgets");
-  const hidden = !view.parentElement.checkVisibility();   // e.g. in a closed dropdown: no size
-  return !!widget && (hidden || (widget.offsetWidth > 0 && widget.offsetHeight > 0));
-};
-(async () => {
-  const start = Date.now();
-  const timedOut = () => Date.now() - start > waitS * 1000;
-  // MathJax is a deferred script: by the load event it has run (or failed to load).
-  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
-  while (hasState && views.some(view => !drawn(view)) && !timedOut()) await sleep(100);
-  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
-  await document.fonts.ready;
-  document.querySelectorAll('img[loading="lazy"]').forEach(img => { img.loading = "eager"; });
-  await Promise.all([...document.images].map(img => img.complete ? null :
-    new Promise(resolve => { img.addEventListener("load", resolve); img.addEventListener("error", resolve); })));
-  await sleep(200);   // let late requests (fonts of typeset math) reach the log
-  const article = document.querySelector("article") || document.body;
-  const prose = article.cloneNode(true);
-  prose.querySelectorAll("pre, code, script, style, textarea, .highlight, mjx-container").forEach(e => e.remove());
-  const maths = [...document.querySelectorAll(".math")];
-  return {
-    timedOut: timedOut(),
-    mathElements: maths.length,
-    mjxContainers: document.querySelectorAll("mjx-container").length,
-    untypeset: maths.filter(m => !m.querySelector("mjx-container")).map(m => m.textContent.trim().slice(0, 80)),
-    mathErrors: [...document.querySelectorAll("mjx-merror, [data-mjx-error]")].map(e => (e.getAttribute("data-mjx-error") || e.textContent).slice(0, 120)),
-    rawDelimiters: ["$$", "\\\\(", "\\\\)", "\\\\[", "\\\\]", "\\\\begin{"].filter(d => prose.textContent.includes(d)),
-    errorOutputs: [...document.querySelectorAll(".output.traceback, .output.stderr, .output.error")].map(e => e.textContent.trim().slice(0, 200)),
-    brokenImages: [...document.images].filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.currentSrc || img.src),
-    widgetState: hasState,
-    widgetViews: views.length,
-    undrawnWidgets: views.filter(view => !drawn(view)).map(view => view.textContent.slice(0, 80)),
-    widgetErrors: document.querySelectorAll(".jupyter-widgets-error-widget, img.jupyter-widget").length,
-    widgetControls: document.querySelectorAll(".widget-subarea .widget-inline-hbox, .widget-subarea .widget-html, .widget-subarea .widget-box").length,
-  };
-})().then(done, error => done({scriptError: String(error)}));
-"""
+# Runs in the page once it has loaded: waits for MathJax's first typesetting, the
+# widgets (drawn from the stored state on the load event), fonts and images, then
+# reports what is on the page.
+INSPECT = (ROOT / "tests" / "inspect_page.js").read_text(encoding="utf-8")
 
 NETWORK_SCHEMES = ("http:", "https:", "ws:", "wss:", "ftp:")
 
 
 def network_problems(performance_log: list, base: str) -> list[str]:
-    """Requests to anywhere but the site, failed loads and HTTP errors, from Chromium's log.
-    Only network requests count: Chromium's own pages (chrome://...), data: and blob: URLs do not."""
+    """Requests to anywhere but the site, failed loads and HTTP errors, from Chromium's
+    log. Only network requests count: Chromium's own pages (chrome://...), data: and
+    blob: URLs do not."""
     problems, urls = [], {}
     for entry in performance_log:
         message = json.loads(entry["message"])["message"]
@@ -295,3 +253,258 @@ def test_page_renders_offline(page, site, server, browser, shots):
         assert report["widgetControls"] and not report["widgetErrors"], (
             f"{where}: widgets drew errors or nothing: {report}"
         )
+
+
+# --- the live explorers ---------------------------------------------------------------
+# Every explorer on the site runs llmmath.explorers in the page, on Pyodide. These tests
+# drive each one through its DOM controls, as a reader would, and compare what the page
+# shows with what Python's llmmath computes for the state the page reports.
+
+
+def explorers_on(site: Path) -> dict[str, list[str]]:
+    """{page: [kind, ...]} of the explorers in each built page's stored widget state."""
+    found = {}
+    for page in PAGES:
+        text = (site / page).read_text(encoding="utf-8")
+        start = text.find('<script type="application/vnd.jupyter.widget-state+json">')
+        if start < 0:
+            continue
+        body = text[text.index(">", start) + 1 : text.index("</script>", start)]
+        models = json.loads(body)["state"].values()
+        kinds = [m["state"]["kind"] for m in models if m["model_name"] == "AnyModel"]
+        if kinds:
+            found[page] = kinds
+    return found
+
+
+# Reads what one explorer shows: its state, how often it drew, its status, notes and
+# tables.
+READ = """
+const root = document.querySelectorAll('.llmmath-explorer')[arguments[0]];
+return {
+  kind: root.dataset.kind,
+  state: JSON.parse(root.dataset.state),
+  draws: Number(root.dataset.draws || 0),
+  live: root.dataset.live === "true",
+  status: root.querySelector('.llmmath-status').textContent,
+  output: root.querySelector('.llmmath-output').innerText,
+  notes: [...root.querySelectorAll('.llmmath-note')].map(n => n.textContent),
+  tables: [...root.querySelectorAll('table.llmmath-table')].map(t =>
+    [...t.querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => c.textContent))),
+};
+"""
+
+# Sets one control of one explorer as a reader would, and fires the event it listens to.
+SET = """
+const [index, name, value] = arguments;
+const root = document.querySelectorAll('.llmmath-explorer')[index];
+const input = root.querySelector(`[name="${name}"]`);
+if (input.type === "checkbox") input.checked = value;
+else input.value = String(value);
+const event = input.type === "range" ? "input" : "change";
+input.dispatchEvent(new Event(event, {bubbles: true}));
+"""
+
+
+def read(browser, index: int) -> dict:
+    return browser.execute_script(READ, index)
+
+
+def change(browser, index: int, name: str, value, wait_s: float = 30) -> dict:
+    """Set a control and wait for the explorer to draw the view computed in the page."""
+    import time
+
+    before = read(browser, index)["draws"]
+    browser.execute_script(SET, index, name, value)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        now = read(browser, index)
+        if now["draws"] > before and now["live"]:
+            return now
+        if "Could not run Python" in now["status"]:
+            raise AssertionError(now["status"])
+        time.sleep(0.02)
+    raise AssertionError(f"{name} = {value!r}: no live update in {wait_s} s: {now}")
+
+
+def expected(kind: str, state: dict) -> tuple[list, list]:
+    """The notes and table rows Python's llmmath computes for ``state``."""
+    from llmmath.explorers import explore
+
+    view = explore(kind, state)
+    notes = [b["text"] for b in view["blocks"] if b["type"] == "note"]
+    tables = [b["rows"] for b in view["blocks"] if b["type"] == "table"]
+    return notes, tables
+
+
+def assert_shows_python(shown: dict) -> None:
+    notes, tables = expected(shown["kind"], shown["state"])
+    assert shown["tables"] == tables, f"{shown['kind']} {shown['state']}"
+    assert shown["notes"] == notes, f"{shown['kind']} {shown['state']}"
+
+
+def other_value(control: dict, value):
+    """A valid value of ``control`` other than ``value``, and how the DOM takes it."""
+    kind = control["type"]
+    if kind == "select":
+        values = [v for v, _ in control["options"]]
+        index = next(i for i, v in enumerate(values) if v != value)
+        return values[index], str(index)
+    if kind == "check":
+        return (not value,) * 2
+    if kind == "text":
+        raw = json.loads(value)
+        raw["num_hidden_layers"] += 1
+        text = json.dumps(raw, indent=2)
+        return text, text
+    step = 1 if kind in ("int", "range") else 0.5
+    new = value * 2 if value * 2 <= control["max"] else value - step
+    if kind == "range":
+        new = value + 1 if value + 1 <= control["max"] else value - 1
+    return new, new
+
+
+def dom_value(control: dict, value):
+    if control["type"] == "select":
+        return str([v for v, _ in control["options"]].index(value))
+    return value
+
+
+@pytest.fixture(scope="module")
+def explorer_pages(site):
+    pages = explorers_on(site)
+    kinds = sorted({k for ks in pages.values() for k in ks})
+    assert kinds == sorted(
+        ["params", "attention", "rotary", "serving", "memory", "roofline", "calculator"]
+    ), pages
+    return pages
+
+
+def open_page(browser, server, page: str, count: int) -> None:
+    import time
+
+    browser.get_log("performance")
+    browser.get(f"{server.base}/{page}")
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if (
+            browser.execute_script(
+                "return document.querySelectorAll('.llmmath-explorer').length"
+            )
+            == count
+        ):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{page}: {count} explorers not drawn in {WAIT_S} s")
+
+
+def test_every_control_of_every_explorer_is_live(explorer_pages, server, browser):
+    """Each control, changed, changes what the explorer shows, to exactly Python's
+    numbers; changed back, the explorer shows the first view again. Nothing leaves the
+    site."""
+    from llmmath.explorers import explore
+
+    for page, kinds in explorer_pages.items():
+        open_page(browser, server, page, len(kinds))
+        in_page = browser.execute_script(
+            "return [...document.querySelectorAll('.llmmath-explorer')]"
+            ".map(e => e.dataset.kind)"
+        )
+        assert sorted(in_page) == sorted(kinds), page
+        for index, kind in enumerate(in_page):
+            first = read(browser, index)
+            assert first["kind"] == kind and not first["live"]
+            assert "loaded once on first use" in first["status"]
+            assert_shows_python(first)  # the stored view is Python's
+            controls = explore(kind, first["state"])["controls"]
+            assert len([c for c in controls if not c.get("disabled")]) >= 3, kind
+            for control in controls:
+                if control.get("disabled"):
+                    continue
+                name, old = control["name"], first["state"][control["name"]]
+                new, dom = other_value(control, old)
+                shown = change(browser, index, name, dom)
+                where = f"{page} {kind}.{name}: {old!r} -> {new!r}"
+                assert shown["state"][name] == new, where
+                assert shown["output"] != first["output"], f"{where} changed nothing"
+                assert_shows_python(shown)
+                if control["type"] != "text":
+                    back = change(browser, index, name, dom_value(control, old))
+                    assert back["output"] == first["output"], f"{where} and back"
+    problems = network_problems(browser.get_log("performance"), server.base)
+    assert not problems and not server.failures, problems + server.failures
+
+
+CALCULATOR = "book/calculator.html"
+
+
+def test_calculator_counts_every_preset_config_pasted_in_the_page(server, browser):
+    from llmmath import count_params, presets
+
+    open_page(browser, server, CALCULATOR, 1)
+    for name in presets.names():
+        text = json.dumps(presets.get(name).hf_config)
+        shown = change(browser, 0, "config", text)
+        assert shown["state"]["preset"] == "(pasted config.json)"
+        total = next(r for t in shown["tables"] for r in t if r[0] == "total")
+        assert total[1] == f"{count_params(presets.load(name)).total:,}", name
+        assert_shows_python(shown)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"model_type": "t5"}', "model_type 't5' is not supported"),
+        ('{"model_type": "llama",', "the pasted config.json is not valid JSON"),
+        (
+            json.dumps(
+                {
+                    "model_type": "llama",
+                    "hidden_size": 4002,
+                    "num_hidden_layers": 2,
+                    "num_attention_heads": 32,
+                    "intermediate_size": 11008,
+                    "vocab_size": 32000,
+                }
+            ),
+            "must be divisible by num_attention_heads",
+        ),
+    ],
+)
+def test_calculator_shows_the_clis_one_line_message(text, message, server, browser):
+    open_page(browser, server, CALCULATOR, 1)
+    shown = change(browser, 0, "config", text)
+    (note,) = shown["notes"]
+    assert note.startswith("llmmath: error: ") and message in note
+    assert "\n" not in note and "Traceback" not in shown["output"]
+    assert not shown["tables"]
+    assert_shows_python(shown)
+
+
+def test_calculator_answer_is_shared_by_its_link(server, browser):
+    from llmmath.explorers import explore
+
+    open_page(browser, server, CALCULATOR, 1)
+    (preset,) = [
+        c for c in explore("calculator", {})["controls"] if c["name"] == "preset"
+    ]
+    change(browser, 0, "preset", dom_value(preset, "qwen3-0.6b"))
+    shown = change(browser, 0, "batch", 8)
+    link = browser.current_url
+    assert "#state=" in link
+    browser.get("about:blank")
+    browser.get(
+        link
+    )  # a reader opening the link sees the same answer, computed on load
+    import time
+
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline and not (
+        browser.execute_script(
+            "const e = document.querySelector('.llmmath-explorer');"
+            "return e && e.dataset.live === 'true'"
+        )
+    ):
+        time.sleep(0.05)
+    again = read(browser, 0)
+    assert again["state"] == shown["state"] and again["tables"] == shown["tables"]

@@ -229,6 +229,7 @@ function makeControl(spec, onChange) {
   if (spec.type === "range") input.addEventListener("input", fire);
   else if (spec.type === "text") {
     input.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(fire, 400); });
+    input.addEventListener("change", () => { clearTimeout(timer); fire(); });
   } else input.addEventListener("change", fire);
   return { node: label, input, write };
 }
@@ -270,6 +271,7 @@ function render({ model, el }) {
     }
     output.replaceChildren(...view.blocks.map((block) => DRAW[block.type](block)));
     root.dataset.state = JSON.stringify(view.state);
+    root.dataset.draws = String(Number(root.dataset.draws || 0) + 1);
   }
 
   async function compute(state) {
