@@ -132,3 +132,30 @@ def test_vendored_pyodide_is_the_locked_version():
     pyodide_lock = json.loads((ROOT / "_vendor/pyodide/pyodide-lock.json").read_text())
     assert pyodide_lock["info"]["python"].startswith("3.")
     assert pyodide_lock["info"]["arch"] == "wasm32"
+
+
+NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted(
+    (ROOT / "book").glob("*.ipynb")
+)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_cells_that_need_torch_say_so_on_the_site(path):
+    """The site runs the explorers, not the code cells: a cell that uses torch carries the
+    ``needs-kernel`` tag, which _vendor/llmmath.css turns into a note on the page."""
+    import nbformat
+
+    untagged = [
+        cell.source.splitlines()[0]
+        for cell in nbformat.read(path, as_version=4).cells
+        if cell.cell_type == "code"
+        and ("torch" in cell.source or "build_model" in cell.source)
+        and "importlib.util.find_spec" not in cell.source  # the Colab install cell
+        and "needs-kernel" not in cell.metadata.get("tags", [])
+    ]
+    assert not untagged, f"{path.name}: cells using torch without needs-kernel"
+
+
+def test_needs_kernel_note_is_styled():
+    css = (ROOT / "_vendor" / "llmmath.css").read_text(encoding="utf-8")
+    assert ".cell.tag_needs-kernel::before" in css and "needs a kernel" in css
