@@ -141,7 +141,8 @@ NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted(
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_cells_that_need_torch_say_so_on_the_site(path):
-    """The site runs the explorers, not the code cells: a cell that uses torch carries the
+    """The site runs the explorers, not the code cells: a cell that uses torch carries
+    the
     ``needs-kernel`` tag, which _vendor/llmmath.css turns into a note on the page."""
     import nbformat
 
