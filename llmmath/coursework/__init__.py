@@ -1,23 +1,24 @@
-"""Coursework: per-student exercise sheets whose answers are checked, so ``pytest
---nbval`` grades.
+"""Coursework: per-student exercise sheets whose answers are checked as students work,
+and graded by a process the sheets cannot fool.
 
 A teacher hands out one notebook per student and chapter (`llmmath.coursework.handout`,
-or ``python -m llmmath coursework handout``). In it a `Sheet` draws the student's own
-numbers for each question of the chapter's bank (`llmmath.coursework.questions`) from a
-seed made of the chapter, the student's ID and the question number, so two students get
-different numbers and the same student always gets the same ones. Each answer cell ends
-in ``sheet.check(n, answer)``:
+or ``python -m llmmath.coursework handout``), signed with the teacher's key
+(`llmmath.coursework.signing`). In it a `Sheet` draws the student's own numbers for each
+question of the chapter's bank (`llmmath.coursework.questions`) from a seed made of the
+chapter, the student's ID and the question number, so two students get different numbers
+and the same student always gets the same ones. Each answer cell ends in
+``sheet.check(n, answer_n)``:
 
 - a right answer prints one stable line, ``Question n: correct (…)``;
 - a wrong one raises `WrongAnswer` with a hint (never the answer), an unanswered one
   `NotAnswered`, so the cell fails.
 
-The teacher grades a folder of handed-in notebooks with ``pytest --nbval handed-in/``:
-nbval runs every notebook again, and a notebook passes exactly when every check passes
-(and, in strict mode, its stored outputs are the ones a fresh run gives). The pytest
-plugin in `llmmath.coursework.pytest_plugin` adds one more test per sheet: every
-question's check cell and the closing ``sheet.summary()`` are still there, so deleting a
-failing cell does not pass.
+That is for the student. The teacher grades a folder of handed-in notebooks with
+``python -m llmmath.coursework grade DIR`` (`llmmath.coursework.grading`): it checks
+each sheet against the one handed out, runs its answer cells with nbval in a sandbox
+(`llmmath.coursework.sandbox`), and judges each answer's value itself with `verdict`,
+the function `Sheet.check` uses. ``pytest --nbval --coursework-key KEYFILE`` does the
+same through `llmmath.coursework.pytest_plugin`.
 
     >>> sheet = Sheet("07_kv_cache", student="ada")
     >>> sheet.problem(1).unit
@@ -54,6 +55,7 @@ __all__ = [
     "WrongAnswer",
     "chapters",
     "problem",
+    "verdict",
 ]
 
 PLACEHOLDER_ID = "YOUR-STUDENT-ID"
