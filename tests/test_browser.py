@@ -79,9 +79,10 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
-def server(site):
-    """The site on http://127.0.0.1:<free port>, from a thread."""
+def serve(site: Path) -> http.server.ThreadingHTTPServer:
+    """Serve ``site`` on http://127.0.0.1:<free port> from a thread; ``.base`` is its
+    URL and ``.failures`` the responses with status >= 400 (also used by the
+    benchmark)."""
     handler = type("Handler", (_Handler,), {"failures": []})
     httpd = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), functools.partial(handler, directory=str(site))
@@ -90,15 +91,20 @@ def server(site):
     thread.start()
     httpd.base = f"http://127.0.0.1:{httpd.server_port}"
     httpd.failures = handler.failures
+    return httpd
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    httpd = serve(site)
     yield httpd
     httpd.shutdown()
     httpd.server_close()
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    if MISSING:  # under CI; elsewhere the module skips
-        pytest.fail(MISSING_MESSAGE)
+def chromium(profile: Path) -> webdriver.Chrome:
+    """Headless Debian Chromium that resolves no host but this machine (also used by
+    tests/benchmarks/run.py)."""
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for arg in [
@@ -114,7 +120,7 @@ def browser(tmp_path_factory):
         "--disable-extensions",
         "--window-size=1280,1000",
         "--hide-scrollbars",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+        f"--user-data-dir={profile}",
         # every host name but localhost resolves to nothing: the site must work offline
         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
     ]:
@@ -128,6 +134,14 @@ def browser(tmp_path_factory):
     )
     driver.set_script_timeout(WAIT_S + 10)
     driver.get("about:blank")  # leave Chromium's own start page
+    return driver
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if MISSING:  # under CI; elsewhere the module skips
+        pytest.fail(MISSING_MESSAGE)
+    driver = chromium(tmp_path_factory.mktemp("chromium-profile"))
     yield driver
     driver.quit()
 

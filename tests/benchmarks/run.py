@@ -6,7 +6,10 @@ Prints, against the targets of the foundation issue:
 - whole-process time of ``python -m llmmath params <preset> --json`` (target < 0.3 s);
 - ``import llmmath`` inside a fresh interpreter (target < 0.2 s);
 - each chapter's execution time in a fresh kernel (target < 10 s each);
-- each explorer's recompute-and-redraw time in a kernel (target < 50 ms);
+- each explorer's recompute time in a kernel (target < 50 ms);
+- on the built site in headless Chromium: the first change of an explorer's control to
+  its first result computed in the page by Pyodide, cold (target < 4 s), a later update
+  (target < 100 ms), and the bytes the runtime (Pyodide, the wheel) adds to the site;
 - grading a class of 30 coursework sheets of one chapter, each in its own sandbox
   (``python -m llmmath.coursework grade``, target < 60 s).
 """
@@ -72,28 +75,28 @@ def chapter_time(path: Path) -> float:
         return time.perf_counter() - start
 
 
-#: Each explorer and one control change that makes it recompute and redraw.
+#: Each explorer and one of its controls, set to a few values in turn.
 WIDGETS = {
-    "ParamExplorer": (
-        "ParamExplorer('llama-2-7b')",
-        "explorer.sizes['num_hidden_layers']",
-    ),
-    "AttentionExplorer": ("AttentionExplorer()", "explorer.seq_len"),
-    "ServingExplorer": ("ServingExplorer()", "explorer.batch"),
-    "RotaryExplorer": ("RotaryExplorer()", "explorer.position"),
-    "MemoryBudget": ("MemoryBudget()", "explorer.batch"),
-    "RooflineExplorer": ("RooflineExplorer()", "explorer.batch"),
+    "ParamExplorer": ("ParamExplorer('llama-2-7b')", "num_hidden_layers"),
+    "AttentionExplorer": ("AttentionExplorer()", "seq_len"),
+    "ServingExplorer": ("ServingExplorer()", "batch"),
+    "RotaryExplorer": ("RotaryExplorer()", "position"),
+    "MemoryBudget": ("MemoryBudget()", "batch"),
+    "RooflineExplorer": ("RooflineExplorer()", "batch"),
+    "Calculator": ("Calculator()", "batch"),
 }
 
 
 def widget_time(name: str) -> float:
-    """Median seconds for one control change of an explorer, in a live kernel."""
+    """Median seconds for one control change of an explorer in a live kernel: the front
+    end's new state in, the kernel's new view out (`Explorer.set` does what the comm
+    message does)."""
     make, control = WIDGETS[name]
     cells = [
         "import time, statistics\nfrom llmmath import widgets\n"
-        f"explorer = widgets.{make}\ncontrol = {control}\nstart_value = control.value",
+        f"explorer = widgets.{make}\nstart_value = explorer.state[{control!r}]",
         "times = []\nfor i in range(20):\n    start = time.perf_counter()\n"
-        "    control.value = start_value + 1 + i % 2\n"
+        f"    explorer.set({control}=start_value + 1 + i % 2)\n"
         "    times.append(time.perf_counter() - start)\n"
         "print(statistics.median(times))",
     ]
@@ -105,6 +108,61 @@ def widget_time(name: str) -> float:
         resources={"metadata": {"path": str(ROOT)}},
     ).execute()
     return float(nb.cells[-1].outputs[0]["text"])
+
+
+def site_times() -> tuple[float, float, int]:
+    """The published site's live explorers in headless Chromium, served on localhost:
+    (seconds from the first change of a control to the first result computed in the
+    page, cold; median seconds of a later update; bytes the runtime adds to the site).
+    Builds the book into a temporary folder first."""
+    import json
+    import tempfile
+
+    sys.path.insert(0, str(ROOT))
+    from tests.test_browser import READ, SET, chromium, serve
+
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(
+            [
+                Path(sys.executable).with_name("jupyter-book"),
+                "build",
+                ROOT,
+                "--path-output",
+                tmp,
+            ],
+            check=True,
+            capture_output=True,
+        )
+        html = Path(tmp) / "_build" / "html"
+        script = (html / "_static/runtime/llmmath-runtime.js").read_text("utf-8")
+        manifest = json.loads(script.split("const MANIFEST = ", 1)[1].split(";\n")[0])
+        added = manifest["bytes"] + len(script.encode())
+        added += (html / "_static/anywidget/index.js").stat().st_size
+        httpd = serve(html)
+        driver = chromium(Path(tmp) / "profile")
+        try:
+            driver.get(f"{httpd.base}/chapters/09_memory.html")
+            while not driver.execute_script(
+                "return document.querySelectorAll('.llmmath-explorer').length"
+            ):
+                time.sleep(0.01)
+
+            def update(value) -> float:
+                before = driver.execute_script(READ, 0)["draws"]
+                start = time.perf_counter()
+                driver.execute_script(SET, 0, "batch", value)
+                while True:
+                    now = driver.execute_script(READ, 0)
+                    if now["draws"] > before and now["live"]:
+                        return time.perf_counter() - start
+                    time.sleep(0.002)
+
+            cold = update(2)
+            later = statistics.median(update(3 + i) for i in range(20))
+        finally:
+            driver.quit()
+            httpd.shutdown()
+    return cold, later, added
 
 
 def coursework_class_time(students: int = 30, chapter: str = "07_kv_cache") -> float:
@@ -172,6 +230,10 @@ def main() -> None:
     for name in WIDGETS:
         report(f"{name} recompute and redraw", widget_time(name), 0.05)
     report("grade 30 coursework sheets (07_kv_cache)", coursework_class_time(), 60.0)
+    cold, later, added = site_times()
+    report("site: first change to first live result, cold", cold, 4.0)
+    report("site: a later update, computed in the page", later, 0.1)
+    print(f"{'site: bytes the browser runtime adds':<52} {added:>11,} B")
 
 
 if __name__ == "__main__":
