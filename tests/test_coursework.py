@@ -868,10 +868,17 @@ def class_grades(tmp_path_factory, sandbox):
             for t in targets
         ),
         "thief": f"key = open({str(key_file)!r}).read()",
+        "peek": f"import os\nos.listdir({str(handed_in)!r})",
         "net": "import socket\n"
         f"socket.create_connection(('127.0.0.1', {port}), timeout=5)",
         "loop": "while True:\n    pass",
     }
+    hand_in(  # kernel text in the report: control characters are dropped
+        "ansi",
+        _sheet(
+            "ansi", key, {**SOLUTIONS, 1: "raise ValueError('\\x1b[32mright\\x07')"}
+        ),
+    )
     for student, attack in attacks.items():
         hand_in(
             student, _sheet(student, key, {**SOLUTIONS, 1: attack + "\nanswer_1 = 1"})
@@ -942,14 +949,38 @@ def test_bad_answers_get_a_one_line_verdict(class_grades):
 
 def test_the_sandbox_stops_each_attack(class_grades):
     _, grades = class_grades
-    why = {s: grades[s, "1"] for s in ("pth", "thief", "net", "loop")}
+    why = {s: grades[s, "1"] for s in ("pth", "thief", "peek", "net", "loop")}
     assert all(v in ("wrong", "not answered") for v, _ in why.values()), why
     assert "Read-only file system" in why["pth"][1]
     assert "No such file or directory" in why["thief"][1]
+    assert "No such file or directory" in why["peek"][1]
     assert re.search("Network is unreachable|Connection refused", why["net"][1])
     assert "ran over its time limit of 5 s" in why["loop"][1]
     for student in why:  # question 2 still graded, right, in the same sandbox
         assert grades[student, "2"] == ("right", ""), student
+
+
+def test_kernel_text_is_cleaned(class_grades):
+    text, grades = class_grades
+    assert grades["ansi", "1"] == (
+        "not answered",
+        "the answer cell raised ValueError: right",
+    )
+    assert "\x1b" not in text and "\x07" not in text
+
+
+def test_the_key_is_covered_where_the_sandbox_would_show_it(tmp_path):
+    import llmmath
+    from llmmath.coursework.sandbox import Limits, command
+
+    inside = Path(llmmath.__file__).resolve()  # as if the key lay in a shown folder
+    args = command(tmp_path / "s.ipynb", Limits(), hide=[inside, tmp_path / "k"])
+    pairs = list(zip(args, args[1:], args[2:]))
+    assert ("--ro-bind", "/dev/null", str(inside)) in pairs
+    assert not any(str(tmp_path / "k") in a for a in args)
+    assert "--unshare-all" in args and "--die-with-parent" in args
+    shown = [b for a, b in zip(args, args[1:]) if a in ("--ro-bind", "--bind")]
+    assert not any(p == str(Path.home()) or p == str(ROOT) for p in shown), shown
 
 
 def test_os_exit_and_notebook_timeout_do_not_hang(tmp_path, sandbox):
