@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 CHROMEDRIVER := /usr/bin/chromedriver
 
-.PHONY: book test browser sandbox serve benchmark lab setup clean
+.PHONY: book test browser sandbox serve benchmark lab setup vendor clean
 
 book: $(STAMP)  ## build the book into _build/html (from the stored notebook outputs)
 	$(BIN)/jupyter-book build . --builder html
@@ -46,6 +46,20 @@ setup: $(STAMP)  ## create .venv and install the pinned requirements and llmmath
 
 lab: $(STAMP)  ## open the book in JupyterLab (the chapters with llmmath's kernel)
 	$(BIN)/jupyter lab --notebook-dir=. chapters/01_parameters.ipynb
+
+# The browser assets in _vendor/ are committed (a fresh clone needs only Python and pip).
+# `make vendor` refreshes them from npm by package name, at the exact versions of
+# package.json and package-lock.json; run it only to update a version, then `make test`.
+PYODIDE_FILES := pyodide.mjs pyodide.asm.mjs pyodide.asm.wasm python_stdlib.zip pyodide-lock.json
+vendor:
+	npm ci --ignore-scripts --no-audit --no-fund
+	cp node_modules/anywidget/dist/index.js node_modules/anywidget/LICENSE _vendor/anywidget/
+	cd node_modules/pyodide && cp $(PYODIDE_FILES) ../../_vendor/pyodide/
+	cp node_modules/requirejs/require.js _vendor/requirejs/
+	cp node_modules/mathjax/es5/tex-chtml.js node_modules/mathjax/LICENSE _vendor/mathjax/
+	cp node_modules/mathjax/es5/output/chtml/fonts/woff-v2/*.woff _vendor/mathjax/output/chtml/fonts/woff-v2/
+	cp node_modules/@jupyter-widgets/html-manager/dist/embed-amd.js node_modules/@jupyter-widgets/html-manager/dist/*.woff2 node_modules/@jupyter-widgets/html-manager/dist/embed.js.LICENSE.txt _vendor/html-manager/
+	git status --short _vendor/
 
 serve: ## serve the built book on http://localhost:8000
 	$(BIN)/python -m http.server --directory _build/html 8000
