@@ -1036,6 +1036,16 @@ def test_grading_refuses_without_a_sandbox_unless_unsafe(tmp_path):
     assert zero.returncode == 2 and "--timeout: must be positive" in zero.stderr
 
 
+def test_the_plugin_knows_a_sheet_without_its_metadata(tmp_path):
+    from llmmath.coursework.pytest_plugin import looks_like_sheet
+
+    nb = student_notebook("07_kv_cache", "ada")
+    del nb.metadata["llmmath_coursework"]
+    nbformat.write(nb, tmp_path / "ada.ipynb")
+    assert looks_like_sheet(tmp_path / "ada.ipynb")
+    assert not looks_like_sheet(ROOT / "chapters" / "07_kv_cache.ipynb")
+
+
 def test_another_key_and_unsigned_sheets_are_refused(tmp_path):
     from llmmath.coursework.grading import inspect_sheet
 

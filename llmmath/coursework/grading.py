@@ -218,7 +218,7 @@ def _answer_problems(n: int, src: str) -> tuple[str, list[str]]:
 def inspect_sheet(path: Path, root: Path, key: bytes) -> Inspection:
     """Check one handed-in notebook against the sheet that was handed out (see the
     module's step 1); never runs it and never raises."""
-    rel = str(path.relative_to(root))
+    rel = clean(path.relative_to(root), 300)
     found = Inspection(rel, _name_of(path, root), "?")
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
@@ -250,7 +250,8 @@ def inspect_sheet(path: Path, root: Path, key: bytes) -> Inspection:
     except ValueError as e:
         found.reasons.append(clean(e))
         return found
-    names = {path.stem.casefold()} | {p.casefold() for p in Path(rel).parts[:-1]}
+    parts = path.relative_to(root).parts
+    names = {path.stem.casefold()} | {p.casefold() for p in parts[:-1]}
     for i, (kind, src, cell_meta) in enumerate(sources):
         tags = cell_meta.get("tags", []) if isinstance(cell_meta, dict) else []
         bad = sorted(

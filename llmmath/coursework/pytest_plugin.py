@@ -11,8 +11,8 @@ its own in their place:
   notebook that is not a signed sheet fails as tampered). ``--coursework-unsafe``,
   ``--coursework-cell-timeout`` and ``--coursework-timeout`` are the ``grade`` command's
   ``--unsafe``, ``--cell-timeout`` and ``--timeout``;
-- without it, each notebook that looks like a sheet (its metadata, or code that imports
-  ``llmmath.coursework``) gets one failing test that says how to grade it.
+- without it, each notebook that looks like a sheet (its metadata, or a code cell that
+  names ``llmmath.coursework``) gets one failing test that says how to grade it.
 
 ``python -m llmmath.coursework grade DIR`` runs the same grading without pytest and also
 catches a sheet handed in twice. pytest loads this plugin by itself wherever llmmath is
@@ -62,7 +62,13 @@ def looks_like_sheet(path: Path) -> bool:
         return False
     if METADATA_KEY in (nb.get("metadata") or {}):
         return True
-    return "llmmath.coursework" in json.dumps(nb.get("cells", []))
+    cells = nb.get("cells")
+    return isinstance(cells, list) and any(
+        isinstance(c, dict)
+        and c.get("cell_type") == "code"
+        and "llmmath.coursework" in json.dumps(c.get("source", ""))
+        for c in cells
+    )
 
 
 @pytest.hookimpl(wrapper=True)
