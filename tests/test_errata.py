@@ -1,15 +1,16 @@
-"""The slips of the study notes collected in the appendix ``book/errata.ipynb``, one test each.
+"""The slips of the study notes collected in the appendix ``book/errata.ipynb``, one
+test each.
 
-Each test holds the note's figure as the note prints it and the right figure, derived here by
-independent arithmetic from the model's shapes (or taken from its publisher). It then checks that
-`llmmath` gives the right figure and that the note's differs from it by exactly the amount the
-appendix explains. Nothing here is copied from `llmmath`'s output. Test names follow the
-appendix: note number, then the slip.
+Each test holds the note's figure as the note prints it and the right figure, derived
+here by independent arithmetic from the model's shapes (or taken from its publisher).
+It then checks that `llmmath` gives the right figure and that the note's differs from
+it by exactly the amount the appendix explains. Nothing here is copied from
+`llmmath`'s output. Test names follow the appendix: note number, then the slip.
 """
 
 import datetime
-from pathlib import Path
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 import torch
@@ -45,7 +46,8 @@ QWEN_EXACT = (
 # Llama-2-7B (Touvron et al. 2023): published count of the Hugging Face checkpoint.
 LLAMA2_PUBLISHED = 6_738_415_616
 
-# GPT-3 175B (Brown et al. 2020, Table 2.1): tied, learned positions, biases, LayerNorm, I = 4D.
+# GPT-3 175B (Brown et al. 2020, Table 2.1): tied, learned positions, biases,
+# LayerNorm, I = 4D.
 GD, GV, GL, GP = 12288, 50257, 96, 2048
 GI_ = 4 * GD
 GPT3 = ModelConfig(
@@ -68,7 +70,8 @@ GPT3 = ModelConfig(
 
 
 def layer_sum(counts, group, suffix=""):
-    """Whole-model parameters of the per-layer tensors in ``group`` whose names end in ``suffix``."""
+    """Whole-model parameters of the per-layer tensors in ``group`` whose names end
+    in ``suffix``."""
     return sum(
         counts.total_of(t)
         for t in counts.tensors
@@ -77,7 +80,7 @@ def layer_sum(counts, group, suffix=""):
 
 
 def crossover(cfg):
-    """Where 4·L·n_h·d_h·t equals the weight matmuls of the layers (LM head left out)."""
+    """Where 4·L·n_h·d_h·t equals the weight matmuls of the layers (no LM head)."""
     f = forward_flops_per_token(cfg, 1)
     return Fraction(
         f.parts["attention"] + f.parts["ffn"],
@@ -85,7 +88,7 @@ def crossover(cfg):
     )
 
 
-# ------------------------------------------------------------------------------- note 000
+# ----------------------------------------------------------------------------- note 000
 
 
 def test_note000_7_5B_is_in_units_of_2_30():
@@ -219,7 +222,7 @@ def test_note000_qwen_3_16G_is_in_units_of_2_30():
     )  # model card: 2.77B non-embedding
 
 
-# ------------------------------------------------------------------------------- note 001
+# ----------------------------------------------------------------------------- note 001
 
 
 def test_note001_32_times_202M_is_not_6_46B():
@@ -279,7 +282,7 @@ def test_note001_swiglu_code_has_biases():
     assert biased.total - count_params(llama2).total == 32 * (2 * 11008 + 4096)
 
 
-# ------------------------------------------------------------------------------- note 002
+# ----------------------------------------------------------------------------- note 002
 
 
 def test_note002_kv_cache_128GB_is_16_times_too_large():
@@ -371,7 +374,7 @@ def test_note002_llama3_date():
     )  # the note's "8K" holds
 
 
-# ------------------------------------------------------------------------------- note 003
+# ----------------------------------------------------------------------------- note 003
 
 
 def test_note003_intermediate_size_for_768_is_2048():
@@ -412,7 +415,7 @@ def test_note003_23_layers_are_not_75M():
     assert count_params(mm.replace(num_hidden_layers=23)).total == total_23
 
 
-# ------------------------------------------------------------------------------- note 004
+# ----------------------------------------------------------------------------- note 004
 
 
 def test_note004_mlp_line_is_three_times_too_large():
@@ -451,7 +454,7 @@ def test_note004_gpt3_has_fewer_parameters():
     assert f"{6 * note * 300 * 10**9:.2E}" != "3.14E+23"
 
 
-# ------------------------------------------------------------ statements that need a qualifier
+# ----------------------------------------------------- statements that need a qualifier
 
 
 def test_note000_attention_depends_on_head_dim():
@@ -511,7 +514,8 @@ def test_note003_gqa_saves_bytes_more_than_flops():
         decode_attention_flops(mm, 512),
         decode_attention_flops(mha, 512),
     )
-    # only the K and V projections shrink: 2·H·(n_h − n_kv)·d_h per layer and token, 2 FLOPs each
+    # only the K and V projections shrink: 2·H·(n_h − n_kv)·d_h per layer and token,
+    # 2 FLOPs each
     assert mha_step.total - gqa_step.total == 8 * 2 * 2 * 512 * (8 - 2) * 64
     assert Fraction(gqa_step.total, mha_step.total) == Fraction(3, 4)
     assert Fraction(
@@ -529,9 +533,107 @@ def test_note004_8LD2_assumes_mha():
 def test_intro_gqa_removes_eleven_percent_of_mistral():
     """The front page: GQA removes 805,306,368 of Mistral-7B's MHA parameters, ~11 %."""
     text = (Path(__file__).resolve().parents[1] / "book" / "intro.md").read_text()
-    gap = L0 * 2 * H0 * (H0 - 8 * 128)  # K and V at width 4096 instead of n_kv·d_h = 1024
+    gap = (
+        L0 * 2 * H0 * (H0 - 8 * 128)
+    )  # K and V at width 4096 instead of n_kv·d_h = 1024
     mistral_published = 7_241_732_096
     assert count_params(presets.load("mistral-7b-v0.1")).total == mistral_published
     assert f"remove {gap:,} of the" in text
     assert f"about {round(100 * gap / mistral_published)} % of the model" in text
     assert "barely" not in text
+
+
+# --- Issue 14: note 003's training branch, note 001's claims and questions
+
+
+def test_note003_training_branch_needs_repeat_kv_or_enable_gqa():
+    """8 query heads against 2 key/value heads: no broadcast, a shape error."""
+    torch.manual_seed(0)
+    q = torch.randn(1, 8, 5, 64)
+    k, v = torch.randn(1, 2, 5, 64), torch.randn(1, 2, 5, 64)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    with pytest.raises(RuntimeError):
+        sdpa(q, k, v, is_causal=True)
+    by_hand = sdpa(
+        q, k.repeat_interleave(4, dim=1), v.repeat_interleave(4, dim=1), is_causal=True
+    )
+    torch.testing.assert_close(sdpa(q, k, v, is_causal=True, enable_gqa=True), by_hand)
+
+
+def _attend(x, w_q, w_k, w_v, causal):
+    scores = (x @ w_q) @ (x @ w_k).T / x.shape[-1] ** 0.5
+    if causal:
+        mask = torch.ones(len(x), len(x), dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(mask, float("-inf"))
+    return scores.softmax(-1) @ (x @ w_v)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_note001_cat_chases_dog_without_positions(seed):
+    """Bidirectional attention without positions is permutation-equivariant; a causal
+    decoder is not, and two causal layers tell orders apart at the same last token."""
+    g = torch.Generator().manual_seed(seed)
+    emb = torch.randn(3, 8, generator=g, dtype=torch.float64)
+    w = [torch.randn(8, 8, generator=g, dtype=torch.float64) / 8**0.5 for _ in range(3)]
+    a, b, c = emb[[0, 1, 2]], emb[[2, 1, 0]], emb[[1, 0, 2]]  # 猫追狗, 狗追猫, 追猫狗
+    torch.testing.assert_close(_attend(a, *w, False), _attend(b, *w, False)[[2, 1, 0]])
+    assert not torch.allclose(_attend(a, *w, True)[-1], _attend(b, *w, True)[-1])
+    one_a, one_c = _attend(a, *w, True), _attend(c, *w, True)
+    torch.testing.assert_close(one_a[-1], one_c[-1])  # same last query, same key set
+    two_a, two_c = _attend(a + one_a, *w, True), _attend(c + one_c, *w, True)
+    assert not torch.allclose(two_a[-1], two_c[-1])
+
+
+def test_note001_q1_reencoding_a_conversation():
+    """Ten turns of 500 tokens: 5,000 tokens with a cache, 27,500 re-encoded."""
+    assert sum(500 * k for k in range(1, 11)) == 27_500 == 5.5 * 10 * 500
+
+
+def test_note001_q2_rope_scores_depend_on_distance_only():
+    torch.manual_seed(1)
+    d = 128
+    q, k = torch.randn(d, dtype=torch.float64), torch.randn(d, dtype=torch.float64)
+    inv = 1 / 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+
+    def rotate(x, pos):  # rotate_half layout: pair i is (x_i, x_{i + d/2})
+        ang = torch.cat([pos * inv, pos * inv])
+        x1, x2 = x[: d // 2], x[d // 2 :]
+        return x * ang.cos() + torch.cat([-x2, x1]) * ang.sin()
+
+    scores = [rotate(q, m) @ rotate(k, m - 3) for m in (5, 105, 1005)]
+    assert max(scores) - min(scores) < 1e-9
+    pe = torch.zeros(2048, d, dtype=torch.float64)
+    pos = torch.arange(2048, dtype=torch.float64)[:, None]
+    pe[:, 0::2], pe[:, 1::2] = (pos * inv).sin(), (pos * inv).cos()
+    added = [(q + pe[m]) @ (k + pe[m - 3]) for m in (5, 105, 1005)]
+    assert max(added) - min(added) > 1e-3
+
+
+def test_note001_q3_cache_against_weights_llama2_7b():
+    """2N / m_KV for Llama-2-7B: cached tokens whose bytes equal the bf16 weights."""
+    n = 6_738_415_616  # published
+    m_kv = 2 * 32 * 32 * 128 * 2  # K and V, 32 layers, 32 heads of 128, bf16
+    even = -(-2 * n // m_kv)
+    assert even == 25_706 and (even - 1) * m_kv < 2 * n <= even * m_kv
+    cache = 32 * 8192 * m_kv
+    assert cache / (2 * n + cache) > 0.9  # 32 sequences of 8192 tokens
+    ffn = 32 * 3 * 4096 * 11008
+    assert round(ffn / n, 2) == 0.64
+
+
+def test_declared_approximations_section():
+    """000-2, 000-10, 001-1 and 003-3 sit under 'Declared approximations'."""
+    import json
+
+    path = Path(__file__).resolve().parents[1] / "book" / "errata.ipynb"
+    md = "\n".join(
+        "".join(c["source"])
+        for c in json.loads(path.read_text())["cells"]
+        if c["cell_type"] == "markdown"
+    )
+    start = md.index("(errata-approximations)=")
+    end = md.index("(errata-qualifiers)=")
+    for label in ("000-2", "000-10", "001-1", "003-3"):
+        assert start < md.index(f"(errata-{label})=") < end
+    for label in ("000-13", "001-6", "001-7", "003-4"):
+        assert md.index(f"(errata-{label})=") < start
