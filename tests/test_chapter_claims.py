@@ -1,0 +1,113 @@
+"""Claims the chapters 1-6 make about the study notes, checked again here, computed
+from the configs' fields rather than taken from the chapters."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from llmmath import count_params, presets
+from llmmath.flops import matmul_weights
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ffn_does_not_import_config_at_module_level():
+    """config imports ffn (MiniMind's sizing rule); ffn must not import config back."""
+    tree = ast.parse((ROOT / "llmmath" / "ffn.py").read_text(encoding="utf-8"))
+    top = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    modules = {n.module for n in top if isinstance(n, ast.ImportFrom)}
+    assert "llmmath.config" not in modules
+    code = "import llmmath.ffn, llmmath.config; print(llmmath.config.ModelConfig)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_note001_ffn_with_default_biases():
+    """Ch. 4: note 001's nn.Linear layers keep bias=True: 3HI + 2I + H per layer."""
+    torch = pytest.importorskip("torch")
+    cfg = presets.load("llama-2-7b")
+    H, I = cfg.hidden_size, cfg.intermediate_size
+    with torch.device("meta"):
+        layers = [
+            torch.nn.Linear(H, I),
+            torch.nn.Linear(H, I),
+            torch.nn.Linear(I, H),
+        ]
+    numel = sum(p.numel() for layer in layers for p in layer.parameters())
+    assert numel == 3 * H * I + 2 * I + H
+    with_bias = count_params(cfg.replace(mlp_bias=True))
+    per_layer = sum(t.numel for t in with_bias.tensors if t.group == "ffn")
+    assert per_layer == numel
+    plain = sum(t.numel for t in count_params(cfg).tensors if t.group == "ffn")
+    assert numel - plain == 2 * I + H == 26_112
+
+
+@pytest.mark.parametrize("name", ["llama-2-7b", "mistral-7b-v0.1", "llama-3.1-405b"])
+def test_kv_dim_is_h_over_g(name):
+    """Ch. 3: note 000's "H = kv_dim × num_kv_heads" counts the heads twice."""
+    raw = presets.get(name).hf_config
+    H, n_h = raw["hidden_size"], raw["num_attention_heads"]
+    n_kv = raw.get("num_key_value_heads", n_h)
+    d_h = raw.get("head_dim", H // n_h)
+    kv_dim = n_kv * d_h
+    assert H == n_h * d_h
+    assert kv_dim * (n_h // n_kv) == H
+    assert kv_dim * n_kv != H
+
+
+def test_llama2_pie_shares_round_to_32_and_64():
+    """Ch. 1: note 001's pie gives FFN 65 %; the exact share rounds to 64."""
+    cfg = presets.load("llama-2-7b")
+    L, H, I, V = (
+        cfg.num_hidden_layers,
+        cfg.hidden_size,
+        cfg.intermediate_size,
+        cfg.vocab_size,
+    )
+    total = 2 * V * H + L * (4 * H * H + 3 * H * I + 2 * H) + H
+    assert total == count_params(cfg).total
+    assert round(100 * L * 4 * H * H / total) == 32
+    assert round(100 * L * 3 * H * I / total) == 64
+
+
+def test_mixtral_flops_count_the_active_experts():
+    """Ch. 2: a token of Mixtral-8x7B runs 2 of its 8 experts: about 25.5 GFLOP of
+    matrix products, not the 93.14 of all experts."""
+    raw = presets.get("mixtral-8x7b").hf_config
+    H, I, L, V = (
+        raw["hidden_size"],
+        raw["intermediate_size"],
+        raw["num_hidden_layers"],
+        raw["vocab_size"],
+    )
+    n_h, n_kv, E, k = (
+        raw["num_attention_heads"],
+        raw["num_key_value_heads"],
+        raw["num_local_experts"],
+        raw["num_experts_per_tok"],
+    )
+    d_h = H // n_h
+    attention = 2 * H * n_h * d_h + 2 * H * n_kv * d_h
+    active = 2 * (L * (attention + E * H + k * 3 * H * I) + V * H)
+    everything = 2 * (L * (attention + E * H + E * 3 * H * I) + V * H)
+    assert active == 2 * sum(matmul_weights(presets.load("mixtral-8x7b")).values())
+    assert f"{active / 1e9:.1f}" == "25.5"
+    assert f"{everything / 1e9:.2f}" == "93.14"
+
+
+def test_llama3_8b_uses_the_multiplier():
+    """Ch. 4: not only the 70B models: Llama-3-8B's 14336 needs the 1.3 multiplier."""
+    dim, multiple_of = 4096, 1024
+    two_thirds = int(2 * 4 * dim / 3)
+    with_mult = -(-int(1.3 * two_thirds) // multiple_of) * multiple_of
+    without = -(-two_thirds // multiple_of) * multiple_of
+    assert presets.load("llama-3-8b").intermediate_size == with_mult == 14336 != without
+
+
+def test_mistral_config_declares_more_than_it_trained():
+    """Ch. 2: max_position_embeddings is what the config declares (32768 for
+    Mistral-7B-v0.1), not the 8192 its paper trained at."""
+    assert presets.load("mistral-7b-v0.1").max_position_embeddings == 32768 != 8192
