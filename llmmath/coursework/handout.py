@@ -77,7 +77,7 @@ def sheet_source(chapter: str, student: str) -> str:
     """The source line that creates the sheet, as it appears in the notebook."""
     return (
         "from llmmath.coursework import Sheet\n\n"
-        f"sheet = Sheet({chapter!r}, student={student!r})"
+        f'sheet = Sheet("{chapter}", student="{student}")'
     )
 
 
