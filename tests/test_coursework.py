@@ -1036,6 +1036,36 @@ def test_grading_refuses_without_a_sandbox_unless_unsafe(tmp_path):
     assert zero.returncode == 2 and "--timeout: must be positive" in zero.stderr
 
 
+@pytest.mark.parametrize(
+    "code, rebound",
+    [
+        ("try:\n    1 / 0\nexcept ZeroDivisionError as sheet:\n    pass", "sheet"),
+        ("(sheet := None)", "sheet"),
+        ("for sheet in []:\n    pass", "sheet"),
+        ("from llmmath.coursework import Sheet", "Sheet"),
+        ("import llmmath as sheet", "sheet"),
+        ("setattr(sheet, 'check', print)", "sheet (setattr)"),
+        ("sheet.check.__func__.__defaults__ = ()", "sheet.check.__func__.__defaults__"),
+        ("del sheet", "sheet"),
+        ("def Sheet():\n    pass", "Sheet"),
+    ],
+)
+def test_answer_cells_may_not_rebind_the_sheet(code, rebound):
+    from llmmath.coursework.grading import _answer_problems
+
+    body, problems = _answer_problems(
+        1, f"{code}\nanswer_1 = 1\nsheet.check(1, answer_1)"
+    )
+    assert problems == [
+        f"question 1's answer cell rebinds `{rebound}`: only the handed-out sheet and "
+        "its checker are graded"
+    ]
+    body, problems = _answer_problems(
+        1, "x = 2\nanswer_1 = x\n\nsheet.check(1, answer_1)"
+    )
+    assert (body, problems) == ("x = 2\nanswer_1 = x\n", [])
+
+
 def test_the_plugin_knows_a_sheet_without_its_metadata(tmp_path):
     from llmmath.coursework.pytest_plugin import looks_like_sheet
 

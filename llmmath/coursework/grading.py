@@ -52,13 +52,7 @@ from llmmath.coursework import (
     verdict,
 )
 from llmmath.coursework._record import PREFIX
-from llmmath.coursework.handout import (
-    METADATA_KEY,
-    SUMMARY_SOURCE,
-    check_source,
-    install_cell,
-    sheet_source,
-)
+from llmmath.coursework.handout import METADATA_KEY, check_source, student_notebook
 from llmmath.coursework.sandbox import Limits, SandboxUnavailable, command
 from llmmath.coursework.signing import is_signed
 
@@ -138,20 +132,26 @@ def _name_of(path: Path, root: Path) -> str:
     return clean(rel.parts[0] if len(rel.parts) > 1 else path.stem, 64)
 
 
+ROLES = {"hide-cell": "install", "student-id": "student ID", "summary": "summary"}
+
+
 def _template(chapter: str, student: str) -> list[tuple[str, str]]:
-    """The handed-out sheet's code cells as (role, source): ``install``, ``student ID``,
-    ``question n``, ``answer n`` (source: the check line) and ``summary``."""
-    cells = [
-        ("install", install_cell()),
-        ("student ID", sheet_source(chapter, student)),
-    ]
-    for q in BANK[chapter]:
-        n = q.number
-        cells += [
-            (f"question {n}", f"q{n} = sheet.question({n})"),
-            (f"answer {n}", check_source(n)),
-        ]
-    return cells + [("summary", SUMMARY_SOURCE)]
+    """The handed-out sheet's code cells (`student_notebook`, the one source of the
+    sheets) as (role, source): ``install``, ``student ID``, ``question n``, ``answer n``
+    (source: its check line) and ``summary``."""
+    cells = []
+    for cell in student_notebook(chapter, student).cells:
+        if cell.cell_type != "code":
+            continue
+        tags = cell.metadata.get("tags", [])
+        if "question" in tags or "answer" in tags:
+            n = int(re.search(r"\((\d+)", cell.source.splitlines()[-1])[1])
+            kind = "question" if "question" in tags else "answer"
+            source = check_source(n) if kind == "answer" else cell.source
+            cells.append((f"{kind} {n}", source))
+        else:
+            cells.append((next(ROLES[t] for t in tags if t in ROLES), cell.source))
+    return cells
 
 
 _REBIND = "rebinds `{}`: only the handed-out sheet and its checker are graded"
@@ -196,11 +196,15 @@ def _answer_problems(n: int, src: str) -> tuple[str, list[str]]:
             while isinstance(base, ast.Attribute):
                 base = base.value
             if isinstance(base, ast.Name) and base.id in ("sheet", "Sheet"):
-                names.append(f"{base.id}.{node.attr}")
+                names.append(ast.unparse(node))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names += [(a.asname or a.name).split(".")[0] for a in node.names]
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             names += node.names
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+            names += [node.name] if node.name else []
+        elif isinstance(node, ast.MatchMapping):
+            names += [node.rest] if node.rest else []
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.append(node.name)
         elif isinstance(node, ast.Call) and getattr(node.func, "id", "") in (
@@ -301,17 +305,13 @@ def grading_notebook(chapter: str, student: str, answers: dict[int, str]) -> dic
     Code cell 0 imports the recorder, 1 creates the sheet; question n's cells are
     ``3n - 1`` (question), ``3n`` (answer) and ``3n + 1`` (record).
     """
-    sources = [
-        "from llmmath.coursework._record import record as _llmmath_record_",
-        sheet_source(chapter, student),
-    ]
-    for q in BANK[chapter]:
-        n = q.number
-        sources += [
-            f"q{n} = sheet.question({n})",
-            answers.get(n, "") or "pass",
-            RECORD.format(n=n),
-        ]
+    sources = ["from llmmath.coursework._record import record as _llmmath_record_"]
+    for role, source in _template(chapter, student):
+        if role == "student ID":
+            sources.append(source)
+        elif role.startswith("question"):
+            n = int(role.split()[1])
+            sources += [source, answers.get(n, "") or "pass", RECORD.format(n=n)]
     cells = [
         {
             "cell_type": "code",
