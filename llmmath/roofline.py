@@ -1,14 +1,14 @@
-"""The roofline of a decode step: FLOPs against bytes read, and what bounds tokens per second.
+"""The roofline of a decode step: FLOPs against bytes read, and what bounds tokens per
+second.
 
-A step of batch b reads every weight once and each sequence's KV cache once, and does about
-2 FLOPs per weight per sequence plus the attention over the cache. Time is at least
-max(FLOPs / peak FLOP/s, bytes / bandwidth) (Williams et al. 2009, the roofline model; Pope et
-al. 2022, Sec. 3). At small batch the bytes win (memory-bound); the batch where the two times
-meet is where decode turns compute-bound. Model FLOPs utilisation (MFU, Chowdhery et al. 2022,
-Appendix B) is achieved model FLOP/s over peak.
+A step of batch b reads every weight once and each sequence's KV cache once, and does
+about 2 FLOPs per weight per sequence plus the attention over the cache. Time is at
+least max(FLOPs / peak FLOP/s, bytes / bandwidth) (Williams et al. 2009, the roofline
+model; Pope et al. 2022, Sec. 3). At small batch the bytes win (memory-bound); the batch
+where the two times meet is where decode turns compute-bound. Model FLOPs utilisation
+(MFU, Chowdhery et al. 2022, Appendix B) is achieved model FLOP/s over peak.
 
-Explained in the chapter *Memory and speed* (``chapters/09_memory.ipynb``).
-"""
+Explained in the chapter *Memory and speed* (``chapters/09_memory.ipynb``)."""
 
 from __future__ import annotations
 
@@ -63,8 +63,8 @@ GPUS = {
 
 @dataclass(frozen=True)
 class Step:
-    """One forward step on ``gpu``: ``flops`` done and ``bytes`` read, for ``batch`` tokens
-    (a decode step: one token per sequence; a prefill: every prompt token)."""
+    """One forward step on ``gpu``: ``flops`` done and ``bytes`` read, for ``batch``
+    tokens (a decode step: one token per sequence; a prefill: every prompt token)."""
 
     flops: int
     bytes: int
@@ -100,11 +100,11 @@ class Step:
 
 
 def weights_read(cfg: ModelConfig, rows: int, dtype: str = "bf16") -> int:
-    """Bytes of weights a step over ``rows`` tokens reads: every non-embedding weight and the
-    LM head matrix (V·H, read once whether or not it is tied), but of the embedding table only
-    the rows of the tokens present (at most V; likewise for learned positions). For a mixture of
-    experts every expert is counted: an upper bound, since a small batch's tokens use only some
-    experts."""
+    """Bytes of weights a step over ``rows`` tokens reads: every non-embedding weight
+    and the LM head matrix (V·H, read once whether or not it is tied), but of the
+    embedding table only the rows of the tokens present (at most V; likewise for learned
+    positions). For a mixture of experts every expert is counted: an upper bound, since
+    a small batch's tokens use only some experts."""
     counts = count_params(cfg)
     rows_read = min(rows, cfg.vocab_size) * cfg.hidden_size
     if cfg.position_embedding_type == "learned":
@@ -122,14 +122,14 @@ def decode_step(
     weight_dtype: str = "bf16",
     cache_dtype: str = "bf16",
 ) -> Step:
-    """FLOPs and bytes of one decode step: 2 × matmul weights × batch plus attention over the
-    cache (`decode_attention_flops`); bytes = the weights read (`weights_read`) + each
-    sequence's cache once (`kv_cache_bytes` at ``context`` tokens). Activations' traffic is left
-    out (a few H-sized vectors per token).
+    """FLOPs and bytes of one decode step: 2 × matmul weights × batch plus attention
+    over the cache (`decode_attention_flops`); bytes = the weights read (`weights_read`)
+    + each sequence's cache once (`kv_cache_bytes` at ``context`` tokens). Activations'
+    traffic is left out (a few H-sized vectors per token).
 
     Raises:
-        ConfigError: ``batch`` or ``context`` not a positive integer, or an unknown dtype.
-    """
+        ConfigError: ``batch`` or ``context`` not a positive integer, or an unknown
+        dtype."""
     gpu = GPUS[gpu] if isinstance(gpu, str) else gpu
     check_positive_int("batch", batch)
     attention = decode_attention_flops(cfg, context, batch)
@@ -148,9 +148,9 @@ def prefill_step(
     weight_dtype: str = "bf16",
     cache_dtype: str = "bf16",
 ) -> Step:
-    """The prefill of ``batch`` prompts of ``tokens`` tokens as one step: the causal forward
-    FLOPs of every token (`forward_flops_per_token`); bytes = the weights read once and the KV
-    cache written once. Its ``batch`` is the b·t tokens processed."""
+    """The prefill of ``batch`` prompts of ``tokens`` tokens as one step: the causal
+    forward FLOPs of every token (`forward_flops_per_token`); bytes = the weights read
+    once and the KV cache written once. Its ``batch`` is the b·t tokens processed."""
     gpu = GPUS[gpu] if isinstance(gpu, str) else gpu
     check_positive_int("batch", batch)
     per_token = forward_flops_per_token(cfg, tokens, "causal").total
@@ -169,10 +169,10 @@ def compute_bound_batch(
     cache_dtype: str = "bf16",
     limit: int = 1 << 20,
 ) -> int | None:
-    """The smallest batch whose decode step is compute-bound, or None if there is none up to
-    ``limit`` (with a long context the KV cache grows with the batch about as fast as the FLOPs,
-    and the step may never turn compute-bound). Compute minus memory time is linear in the
-    batch, so a bisection finds it."""
+    """The smallest batch whose decode step is compute-bound, or None if there is none
+    up to ``limit`` (with a long context the KV cache grows with the batch about as fast
+    as the FLOPs, and the step may never turn compute-bound). Compute minus memory time
+    is linear in the batch, so a bisection finds it."""
 
     def bound(b: int) -> bool:
         return not decode_step(
@@ -191,11 +191,11 @@ def compute_bound_batch(
 def mfu(
     tokens_per_second: float, flops_per_token: float, gpus: int, peak_flops: float
 ) -> float:
-    """Model FLOPs utilisation: achieved model FLOP/s over the peak of ``gpus`` accelerators.
+    """Model FLOPs utilisation: achieved model FLOP/s over the peak of ``gpus``
+    accelerators.
 
     Raises:
-        ConfigError: a rate, count or peak that is not positive.
-    """
+        ConfigError: a rate, count or peak that is not positive."""
     check_positive_int("gpus", gpus)
     for name, value in (
         ("tokens_per_second", tokens_per_second),
