@@ -872,6 +872,7 @@ def class_grades(tmp_path_factory, sandbox):
         "net": "import socket\n"
         f"socket.create_connection(('127.0.0.1', {port}), timeout=5)",
         "loop": "while True:\n    pass",
+        "hog": "hog = bytearray(8 << 30)",
     }
     hand_in(  # kernel text in the report: control characters are dropped
         "ansi",
@@ -949,13 +950,15 @@ def test_bad_answers_get_a_one_line_verdict(class_grades):
 
 def test_the_sandbox_stops_each_attack(class_grades):
     _, grades = class_grades
-    why = {s: grades[s, "1"] for s in ("pth", "thief", "peek", "net", "loop")}
+    attacks = ("pth", "thief", "peek", "net", "loop", "hog")
+    why = {s: grades[s, "1"] for s in attacks}
     assert all(v in ("wrong", "not answered") for v, _ in why.values()), why
     assert "Read-only file system" in why["pth"][1]
     assert "No such file or directory" in why["thief"][1]
     assert "No such file or directory" in why["peek"][1]
     assert re.search("Network is unreachable|Connection refused", why["net"][1])
     assert "ran over its time limit of 5 s" in why["loop"][1]
+    assert "MemoryError" in why["hog"][1]
     for student in why:  # question 2 still graded, right, in the same sandbox
         assert grades[student, "2"] == ("right", ""), student
 
@@ -967,6 +970,18 @@ def test_kernel_text_is_cleaned(class_grades):
         "the answer cell raised ValueError: right",
     )
     assert "\x1b" not in text and "\x07" not in text
+
+
+def test_default_limits():
+    from llmmath.coursework.cli import build_parser
+    from llmmath.coursework.sandbox import Limits
+
+    limits = Limits()
+    assert (limits.cell_timeout, limits.notebook_timeout) == (60, 600)
+    args = build_parser().parse_args(["grade", "in"])
+    assert (args.cell_timeout, args.timeout, args.memory_mb) == (60, 600, 4096)
+    with pytest.raises(ValueError, match="cell_timeout must be positive; got 0"):
+        Limits(cell_timeout=0)
 
 
 def test_the_key_is_covered_where_the_sandbox_would_show_it(tmp_path):
