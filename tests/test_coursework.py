@@ -1047,6 +1047,11 @@ def test_grading_refuses_without_a_sandbox_unless_unsafe(tmp_path):
     ]
     missing = _cli("grade", "in", "--key", tmp_path / "nokey", cwd=tmp_path)
     assert missing.returncode == 2 and "nokey does not exist" in missing.stderr
+    (tmp_path / "empty").mkdir()
+    empty = _cli("grade", "empty", "--key", key_file, cwd=tmp_path)
+    assert (
+        empty.returncode == 2 and "empty: no notebooks (.ipynb) in it" in empty.stderr
+    )
     zero = _cli("grade", "in", "--key", key_file, "--timeout", "0", cwd=tmp_path)
     assert zero.returncode == 2 and "--timeout: must be positive" in zero.stderr
 

@@ -639,8 +639,8 @@ def grade_folder(
     Two files that are the same student's sheet of the same chapter are both tampered.
 
     Raises:
-        GradingError: ``folder`` is not a folder, or no sandbox can be had and
-            ``options.unsafe`` is not set.
+        GradingError: ``folder`` is not a folder or holds no notebook, or no sandbox
+            can be had and ``options.unsafe`` is not set.
     """
     options = options or Options()
     root = Path(folder)
@@ -652,6 +652,8 @@ def grade_folder(
         except SandboxUnavailable as e:
             raise GradingError(str(e)) from None
     paths = find_sheets(root)
+    if not paths:
+        raise GradingError(f"{folder}: no notebooks (.ipynb) in it")
     jobs = options.jobs or (os.cpu_count() or 1) + 1  # a sheet waits on its kernel
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         graded = list(pool.map(lambda p: grade_sheet(p, root, key, options), paths))
