@@ -1065,6 +1065,7 @@ def test_grading_refuses_without_a_sandbox_unless_unsafe(tmp_path):
         ("from llmmath.coursework import Sheet", "Sheet"),
         ("import llmmath as sheet", "sheet"),
         ("setattr(sheet, 'check', print)", "sheet (setattr)"),
+        ("delattr(Sheet.check, 'x')", "Sheet.check (delattr)"),
         ("sheet.check.__func__.__defaults__ = ()", "sheet.check.__func__.__defaults__"),
         ("del sheet", "sheet"),
         ("def Sheet():\n    pass", "Sheet"),
@@ -1080,10 +1081,10 @@ def test_answer_cells_may_not_rebind_the_sheet(code, rebound):
         f"question 1's answer cell rebinds `{rebound}`: only the handed-out sheet and "
         "its checker are graded"
     ]
-    body, problems = _answer_problems(
-        1, "x = 2\nanswer_1 = x\n\nsheet.check(1, answer_1)"
-    )
-    assert (body, problems) == ("x = 2\nanswer_1 = x\n", [])
+    honest = "import types\nx = types.SimpleNamespace()\nsetattr(x, 'sheet', 2)\n"
+    honest += "sheets = [x.sheet]\nanswer_1 = sheets[0]\n"
+    body, problems = _answer_problems(1, honest + "\nsheet.check(1, answer_1)")
+    assert (body, problems) == (honest, [])
 
 
 def test_the_plugin_knows_a_sheet_without_its_metadata(tmp_path):

@@ -207,13 +207,14 @@ def _answer_problems(n: int, src: str) -> tuple[str, list[str]]:
             names += [node.rest] if node.rest else []
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.append(node.name)
-        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") in (
-            "setattr",
-            "delattr",
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", "") in ("setattr", "delattr")
+            and node.args
         ):
-            names += ["sheet (setattr)"] if node.args else []
+            names.append(f"{ast.unparse(node.args[0])} ({node.func.id})")
         for name in names:
-            if name.split(".")[0].split(" ")[0] in ("sheet", "Sheet"):
+            if re.match(r"(sheet|Sheet)\b", name):
                 problems.append(f"{where} {_REBIND.format(name)}")
     body = "\n".join(src.splitlines()[: len(lines) - 1])
     return body, sorted(set(problems))
