@@ -24,7 +24,14 @@ import sys
 from llmmath import presets
 from llmmath.config import ConfigError, ModelConfig
 from llmmath.counting import GROUPS, NON_EMBEDDING_CONVENTION, ParamCount, count_params
-from llmmath.kvcache import cached_tokens, kv_cache_bytes, kv_cache_bytes_per_token
+from llmmath.kvcache import (
+    LAYOUTS,
+    cached_tokens,
+    cached_tokens_per_layer,
+    kv_cache_bytes,
+    kv_cache_bytes_per_token,
+    kv_values_per_token_per_layer,
+)
 from llmmath.units import DTYPE_BITS, dtype_bits, human_bytes
 
 
@@ -109,21 +116,28 @@ def _params(args: argparse.Namespace) -> int:
 
 
 def kv_cache_report(
-    name: str, cfg: ModelConfig, seq_len: int, batch: int = 1, dtype: str = "bf16"
+    name: str,
+    cfg: ModelConfig,
+    seq_len: int,
+    batch: int = 1,
+    dtype: str = "bf16",
+    layout: str = "latent",
 ) -> dict:
     """What ``kv-cache --json`` prints: ``"bytes"`` for the whole batch and
     ``"bytes_per_token"`` of one sequence (`llmmath.kvcache`), with the sizes they
-    follow from.
+    follow from. ``layout`` (``"latent"`` or ``"expanded"``) matters only for
+    multi-head latent attention; with it the report adds ``"latent_values"`` (d_c +
+    d_r) and ``"expanded_values"`` per layer and token.
 
     Raises:
-        ConfigError: an unknown ``dtype``, or a length or batch that is not a positive
-        int.
+        ConfigError: an unknown ``dtype`` or ``layout``, or a length or batch that is
+        not a positive int.
     """
     dtype_bits(dtype)  # refuse an unknown dtype first
-    return {
+    report = {
         "model": name,
-        "bytes": kv_cache_bytes(cfg, batch, seq_len, dtype),
-        "bytes_per_token": kv_cache_bytes_per_token(cfg, dtype),
+        "bytes": kv_cache_bytes(cfg, batch, seq_len, dtype, layout),
+        "bytes_per_token": kv_cache_bytes_per_token(cfg, dtype, layout),
         "batch": batch,
         "seq_len": seq_len,
         "cached_tokens": cached_tokens(cfg, seq_len),
@@ -133,16 +147,45 @@ def kv_cache_report(
         "num_key_value_heads": cfg.num_key_value_heads,
         "head_dim": cfg.head_dim,
         "formula": "2 * L * batch * cached_tokens * n_kv * d_h * bytes_per_element",
+        "layout": layout,
     }
+    if cfg.layer_types is not None:
+        report["cached_tokens_per_layer"] = cached_tokens_per_layer(cfg, seq_len)
+        report["formula"] = (
+            "2 * batch * sum over layers of cached_tokens[layer] * n_kv * d_h * "
+            "bytes_per_element"
+        )
+    if cfg.is_mla:
+        report["latent_values"] = kv_values_per_token_per_layer(cfg, "latent")
+        report["expanded_values"] = kv_values_per_token_per_layer(cfg, "expanded")
+        report["formula"] = (
+            "L * batch * cached_tokens * (kv_lora_rank + qk_rope_head_dim) * "
+            "bytes_per_element"
+            if layout == "latent"
+            else "L * batch * cached_tokens * n_h * (qk_nope_head_dim + "
+            "qk_rope_head_dim + v_head_dim) * bytes_per_element"
+        )
+    return report
 
 
 def _kv_cache(args: argparse.Namespace) -> int:
     name, cfg = resolve(args.model)
-    result = kv_cache_report(name, cfg, args.seq_len, args.batch, args.dtype)
+    result = kv_cache_report(
+        name, cfg, args.seq_len, args.batch, args.dtype, args.layout
+    )
     total, per_token = result["bytes"], result["bytes_per_token"]
     cached = result["cached_tokens"]
     if args.json:
         print(json.dumps(result, indent=2))
+        return 0
+    if cfg.is_mla or cfg.layer_types is not None:
+        print(
+            f"{name}: KV cache for batch {args.batch} x {args.seq_len:,} tokens "
+            f"in {args.dtype} ({args.layout} layout)\n"
+            f"  {result['formula']}\n"
+            f"  = {total:,} bytes = {human_bytes(total)}\n"
+            f"  per token (one sequence): {per_token:,} bytes"
+        )
         return 0
     window = (
         f" (sliding window {cfg.sliding_window}: {cached:,} tokens kept)"
@@ -326,6 +369,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="bf16",
         choices=list(DTYPE_BITS),
         help="cache number format (default bf16)",
+    )
+    k.add_argument(
+        "--layout",
+        default="latent",
+        choices=list(LAYOUTS),
+        help="multi-head latent attention: cache the latent (default) or per-head "
+        "keys and values",
     )
     f = command(
         "flops",

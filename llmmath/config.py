@@ -30,7 +30,18 @@ SUPPORTED_MODEL_TYPES = (
     "gpt2",
     "mixtral",
     "minimind",
+    "deepseek_v2",
+    "deepseek_v3",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "phi3",
+    "olmo2",
 )
+NORM_LAYOUTS = ("pre", "sandwich", "post")
+LAYER_TYPES = ("full_attention", "sliding_attention")
+MLA_FIELDS = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 NORM_TYPES = ("rmsnorm", "layernorm")
 MLP_TYPES = ("gated", "plain")
 POSITION_TYPES = ("rope", "learned")
@@ -124,6 +135,32 @@ class ModelConfig:
     ``norm_topk_prob``: renormalise the k router weights to sum to 1 (Mixtral always;
     MiniMind when k > 1).
 
+    Modern architectures (issue 15; chapter *Multi-head latent attention*):
+
+    - Multi-head latent attention (DeepSeek-V2 report, Sec. 2.1): ``kv_lora_rank``
+      (d_c, the cached latent), ``q_lora_rank`` (d_c', None: no query compression),
+      ``qk_nope_head_dim`` (d_n) and ``qk_rope_head_dim`` (d_r, the decoupled RoPE key
+      shared by all heads), ``v_head_dim`` (d_v). Then ``head_dim`` is d_n + d_r (the
+      query/key width of a head) and ``num_key_value_heads`` is n_h.
+    - ``moe_intermediate_size`` (I_e): each expert's width when it differs from the
+      dense FFN's I; ``dense_layers``: indices of the layers of a mixture-of-experts
+      model that keep a dense FFN of width I (DeepSeek's ``first_k_dense_replace``,
+      Qwen3-MoE's ``mlp_only_layers``); ``router_score_bias``: DeepSeek-V3's
+      ``e_score_correction_bias`` (E values per MoE layer, counted as parameters, as
+      DeepSeek's checkpoint stores them); ``num_nextn_predict_layers``: DeepSeek-V3's
+      multi-token-prediction modules, counted apart from the total.
+    - ``norm_layout``: ``"pre"`` (input_layernorm, post_attention_layernorm before the
+      FFN), ``"sandwich"`` (Gemma 2/3: also pre_feedforward_layernorm and
+      post_feedforward_layernorm, four per layer) or ``"post"`` (OLMo 2: norms on the
+      outputs of attention and FFN, post_attention_layernorm and
+      post_feedforward_layernorm, none on their inputs). ``qk_norm_per_head`` False:
+      OLMo 2's q/k norms over all heads at once (n_h·d_h and n_kv·d_h weights).
+    - ``fused_qkv``/``fused_gate_up``: Phi-3's ``qkv_proj`` and ``gate_up_proj`` (the
+      same counts in one tensor each). ``layer_types``: per layer ``"full_attention"``
+      or ``"sliding_attention"`` (Gemma 2/3); without it a ``sliding_window`` applies to
+      every layer. ``embedding_scale``: Gemma multiplies embeddings by √H (no
+      parameters).
+
     Raises:
         ConfigError (a ``ValueError``): a field breaks a rule; the message names the
         field and the rule, e.g. ``num_attention_heads (32) must be divisible by
@@ -156,6 +193,21 @@ class ModelConfig:
     n_shared_experts: int = 0
     norm_topk_prob: bool = True
     model_type: str = "llama"
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_nope_head_dim: int | None = None
+    qk_rope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    moe_intermediate_size: int | None = None
+    dense_layers: tuple[int, ...] = ()
+    router_score_bias: bool = False
+    num_nextn_predict_layers: int = 0
+    norm_layout: str = "pre"
+    qk_norm_per_head: bool = True
+    fused_qkv: bool = False
+    fused_gate_up: bool = False
+    layer_types: tuple[str, ...] | None = None
+    embedding_scale: bool = False
 
     def __post_init__(self) -> None:
         for name in (
@@ -179,6 +231,14 @@ class ModelConfig:
             raise ConfigError(
                 f"num_attention_heads ({self.num_attention_heads}) must be divisible "
                 f"by num_key_value_heads ({self.num_key_value_heads})"
+            )
+        if (
+            self.head_dim is None
+            and isinstance(self.qk_nope_head_dim, int)
+            and isinstance(self.qk_rope_head_dim, int)
+        ):  # MLA: a head's query/key width
+            object.__setattr__(
+                self, "head_dim", self.qk_nope_head_dim + self.qk_rope_head_dim
             )
         if self.head_dim is None:
             if self.hidden_size % self.num_attention_heads:
@@ -207,6 +267,7 @@ class ModelConfig:
         if self.sliding_window is not None:
             check_positive_int("sliding_window", self.sliding_window)
         self._check_experts()
+        self._check_modern()
         for name in ("rope_theta", "norm_eps"):
             value = getattr(self, name)
             if (
@@ -245,6 +306,112 @@ class ModelConfig:
                 "a mixture of experts needs mlp_type 'gated' (each expert is a "
                 "gated FFN)"
             )
+
+    def _check_modern(self) -> None:
+        """The fields of issue 15's architectures: MLA sizes together, dense layers in
+        range, layer types one per layer."""
+        mla = [n for n in MLA_FIELDS if getattr(self, n) is not None]
+        if mla or self.q_lora_rank is not None:
+            for name in MLA_FIELDS:
+                if getattr(self, name) is None:
+                    raise ConfigError(
+                        f"{name} is missing; multi-head latent attention needs "
+                        f"{', '.join(MLA_FIELDS)}"
+                    )
+                check_positive_int(name, getattr(self, name))
+            if self.q_lora_rank is not None:
+                check_positive_int("q_lora_rank", self.q_lora_rank)
+            if self.head_dim != self.qk_nope_head_dim + self.qk_rope_head_dim:
+                raise ConfigError(
+                    f"head_dim ({self.head_dim}) must be qk_nope_head_dim + "
+                    f"qk_rope_head_dim ({self.qk_nope_head_dim} + "
+                    f"{self.qk_rope_head_dim}) with multi-head latent attention"
+                )
+            if self.num_key_value_heads != self.num_attention_heads:
+                raise ConfigError(
+                    f"num_key_value_heads ({self.num_key_value_heads}) must equal "
+                    f"num_attention_heads ({self.num_attention_heads}) with multi-head "
+                    "latent attention (every head has its own key and value)"
+                )
+        if self.moe_intermediate_size is not None:
+            check_positive_int("moe_intermediate_size", self.moe_intermediate_size)
+        if not isinstance(self.dense_layers, tuple) or any(
+            isinstance(i, bool)
+            or not isinstance(i, int)
+            or not 0 <= i < self.num_hidden_layers
+            for i in self.dense_layers
+        ):
+            raise ConfigError(
+                "dense_layers must be layer indices in 0 .. "
+                f"{self.num_hidden_layers - 1}, got {self.dense_layers!r}"
+            )
+        if self.dense_layers and not self.is_moe:
+            raise ConfigError(
+                "dense_layers needs num_local_experts (a mixture of experts)"
+            )
+        for name in (
+            "router_score_bias",
+            "qk_norm_per_head",
+            "fused_qkv",
+            "fused_gate_up",
+            "embedding_scale",
+        ):
+            _boolean(name, getattr(self, name))
+        n = self.num_nextn_predict_layers
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ConfigError(
+                f"num_nextn_predict_layers must be a non-negative integer, got {n!r}"
+            )
+        _one_of("norm_layout", self.norm_layout, NORM_LAYOUTS)
+        if self.layer_types is not None:
+            if not isinstance(self.layer_types, tuple) or (
+                len(self.layer_types) != self.num_hidden_layers
+            ):
+                raise ConfigError(
+                    f"layer_types must list one type per layer "
+                    f"({self.num_hidden_layers}), got {self.layer_types!r}"
+                )
+            for kind in self.layer_types:
+                _one_of("layer_types[i]", kind, LAYER_TYPES)
+            if "sliding_attention" in self.layer_types and not self.sliding_window:
+                raise ConfigError(
+                    "sliding_window is missing; layer_types has sliding_attention "
+                    "layers"
+                )
+        if self.is_mla and self.fused_qkv:
+            raise ConfigError("fused_qkv does not apply to multi-head latent attention")
+
+    @property
+    def is_mla(self) -> bool:
+        """True for multi-head latent attention (``kv_lora_rank`` set; DeepSeek)."""
+        return self.kv_lora_rank is not None
+
+    @property
+    def expert_intermediate_size(self) -> int:
+        """I_e: the width of each routed or shared expert (``moe_intermediate_size``, or
+        I when not given)."""
+        return self.moe_intermediate_size or self.intermediate_size
+
+    @property
+    def num_dense_layers(self) -> int:
+        """Layers with a dense FFN: L for a dense model, ``len(dense_layers)`` for a
+        mixture of experts."""
+        return len(self.dense_layers) if self.is_moe else self.num_hidden_layers
+
+    @property
+    def num_moe_layers(self) -> int:
+        """Layers with a mixture-of-experts FFN (0 for a dense model)."""
+        return self.num_hidden_layers - self.num_dense_layers
+
+    def window_of(self, layer: int) -> int | None:
+        """The sliding window of layer ``layer`` (0-based): ``sliding_window`` for every
+        layer without ``layer_types``, else only for its ``sliding_attention`` layers;
+        None for full attention."""
+        if self.layer_types is None:
+            return self.sliding_window
+        if self.layer_types[layer] == "sliding_attention":
+            return self.sliding_window
+        return None
 
     @property
     def is_moe(self) -> bool:
@@ -300,6 +467,32 @@ class ModelConfig:
           rounded up to a multiple of 64; with ``use_moe``, ``n_routed_experts``
           (default 4), ``num_experts_per_tok`` (2) and ``n_shared_experts`` (1).
 
+        - ``deepseek_v2``, ``deepseek_v3`` (``modeling_deepseek_v3.py``; DeepSeek-V2
+          report Sec. 2, V3 report Sec. 2): multi-head latent attention from
+          ``q_lora_rank`` (the key must be present; null: an uncompressed ``q_proj``),
+          ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``
+          (all required); DeepSeekMoE from ``n_routed_experts``,
+          ``num_experts_per_tok``, ``moe_intermediate_size`` (required),
+          ``n_shared_experts`` (null: none) and ``first_k_dense_replace`` (defaults
+          as transformers: 0 for V2, 3 for V3); ``moe_layer_freq`` must be 1 (as in
+          every release; transformers ignores it); V3's router has
+          ``e_score_correction_bias``; ``num_nextn_predict_layers`` (V3 default 1)
+          multi-token-prediction modules are counted apart; untied.
+        - ``qwen3_moe``: Qwen3's attention; ``num_experts`` (E) experts of width
+          ``moe_intermediate_size``, ``num_experts_per_tok`` per token, in every layer
+          i with (i + 1) % ``decoder_sparse_step`` == 0 and i not in
+          ``mlp_only_layers`` (the others a dense FFN of width I); untied.
+        - ``gemma``, ``gemma2``, ``gemma3_text``: ``head_dim`` (default 256), GeGLU
+          (``gelu_pytorch_tanh``), tied by default, embeddings times √H (no
+          parameters), ``attention_bias``; Gemma 2/3 four norms per layer and
+          ``layer_types`` (default: Gemma 2 every other layer sliding, Gemma 3 five of
+          every six, ``sliding_window_pattern``) with ``sliding_window`` (default
+          4096); Gemma 3 per-head q/k norms.
+        - ``phi3``: fused ``qkv_proj`` and ``gate_up_proj``, no biases,
+          ``sliding_window`` on every layer when set; untied.
+        - ``olmo2``: norms after attention and after the FFN (none before), q/k norms
+          over all heads (n_h·d_h, n_kv·d_h), ``attention_bias``; untied.
+
         A missing ``num_key_value_heads`` means MHA; an explicit ``head_dim`` is
         honoured.
 
@@ -315,9 +508,15 @@ class ModelConfig:
                 f"model_type {model_type!r} is not supported; llmmath models "
                 f"{', '.join(SUPPORTED_MODEL_TYPES)}"
             )
-        reader = {"gpt2": _gpt2_fields, "minimind": _minimind_fields}.get(
-            model_type, _rope_fields
-        )
+        reader = {
+            "gpt2": _gpt2_fields,
+            "minimind": _minimind_fields,
+            "deepseek_v2": _deepseek_fields,
+            "deepseek_v3": _deepseek_fields,
+            "gemma": _gemma_fields,
+            "gemma2": _gemma_fields,
+            "gemma3_text": _gemma_fields,
+        }.get(model_type, _rope_fields)
         return cls(**reader(raw, model_type))
 
 
@@ -383,7 +582,10 @@ def _rope_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         "mistral": (False, False),
         "qwen2": (True, False),
         "qwen3": (attention_bias, attention_bias),
+        "qwen3_moe": (attention_bias, attention_bias),
         "mixtral": (False, False),
+        "phi3": (False, False),
+        "olmo2": (attention_bias, attention_bias),
     }[model_type]
     fields.update(
         model_type=model_type,
@@ -397,7 +599,7 @@ def _rope_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         mlp_type="gated",
         hidden_act=_optional(raw, "hidden_act", "silu"),
         position_embedding_type="rope",
-        qk_norm=model_type == "qwen3",
+        qk_norm=model_type in ("qwen3", "qwen3_moe", "olmo2"),
         max_position_embeddings=_optional(raw, "max_position_embeddings", 2048),
         rope_theta=_rope_theta(raw),
         rope_scaling=_rope_scaling(raw),
@@ -409,6 +611,167 @@ def _rope_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
             num_local_experts=_optional(raw, "num_local_experts", 8),
             num_experts_per_tok=_optional(raw, "num_experts_per_tok", 2),
         )
+    elif model_type == "qwen3_moe":
+        fields.update(_qwen3_moe_fields(raw, fields["num_hidden_layers"]))
+    elif model_type == "phi3":
+        fields.update(fused_qkv=True, fused_gate_up=True)
+    elif model_type == "olmo2":
+        fields.update(norm_layout="post", qk_norm_per_head=False)
+    return fields
+
+
+def _layer_count(raw: Mapping[str, Any], model_type: str) -> int:
+    layers = _required(raw, "num_hidden_layers", model_type)
+    check_positive_int("num_hidden_layers", layers)
+    return layers
+
+
+def _qwen3_moe_fields(raw: Mapping[str, Any], layers: int) -> dict[str, Any]:
+    """Qwen3-MoE's sparse layers (``Qwen3MoeDecoderLayer``): layer i has experts when
+    i is not in ``mlp_only_layers`` and (i + 1) % ``decoder_sparse_step`` == 0."""
+    check_positive_int("num_hidden_layers", layers)
+    experts = _optional(raw, "num_experts", 128)
+    if experts == 0:
+        return {}
+    step = _optional(raw, "decoder_sparse_step", 1)
+    check_positive_int("decoder_sparse_step", step)
+    only_mlp = _optional(raw, "mlp_only_layers", [])
+    if not isinstance(only_mlp, list):
+        raise ConfigError(f"mlp_only_layers must be a list, got {only_mlp!r}")
+    norm = _optional(raw, "norm_topk_prob", False)
+    _boolean("norm_topk_prob", norm)
+    return dict(
+        num_local_experts=experts,
+        num_experts_per_tok=_optional(raw, "num_experts_per_tok", 8),
+        moe_intermediate_size=_optional(raw, "moe_intermediate_size", 768),
+        norm_topk_prob=norm,
+        dense_layers=tuple(i for i in range(layers) if i in only_mlp or (i + 1) % step),
+    )
+
+
+def _deepseek_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
+    """DeepSeek-V2/V3: MLA and DeepSeekMoE (transformers' ``modeling_deepseek_v3.py``
+    and ``modeling_deepseek_v2.py``)."""
+    v3 = model_type == "deepseek_v3"
+    names = (
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_attention_heads",
+        *MLA_FIELDS,
+        "n_routed_experts",
+        "num_experts_per_tok",
+        "moe_intermediate_size",
+    )
+    fields = {name: _required(raw, name, model_type) for name in names}
+    layers = _layer_count(raw, model_type)
+    if "q_lora_rank" not in raw:
+        raise ConfigError(
+            f"q_lora_rank is missing; a {model_type} config.json must give it "
+            "(null for an uncompressed query)"
+        )
+    freq = _optional(raw, "moe_layer_freq", 1)
+    if freq != 1:
+        raise ConfigError(
+            f"moe_layer_freq must be 1, got {freq!r}: transformers' DeepSeek layers "
+            "ignore it and DeepSeek's own code does not, so the count would be "
+            "ambiguous"
+        )
+    if _optional(raw, "mlp_bias", False) is not False:
+        raise ConfigError(
+            f"mlp_bias must be false for {model_type} (experts have none)"
+        )
+    first_dense = _optional(raw, "first_k_dense_replace", 3 if v3 else 0)
+    if (
+        isinstance(first_dense, bool)
+        or not isinstance(first_dense, int)
+        or not (0 <= first_dense <= layers)
+    ):
+        raise ConfigError(
+            f"first_k_dense_replace must be an integer in 0 .. num_hidden_layers "
+            f"({layers}), got {first_dense!r}"
+        )
+    attention_bias = _optional(raw, "attention_bias", False)
+    norm = _optional(raw, "norm_topk_prob", v3)
+    _boolean("norm_topk_prob", norm)
+    fields.update(
+        model_type=model_type,
+        num_hidden_layers=layers,
+        num_key_value_heads=None,  # MLA: every head its own key and value
+        head_dim=None,  # d_n + d_r
+        q_lora_rank=raw["q_lora_rank"],
+        num_local_experts=fields.pop("n_routed_experts"),
+        n_shared_experts=_optional(raw, "n_shared_experts", 0),
+        dense_layers=tuple(range(first_dense)),
+        norm_topk_prob=norm,
+        router_score_bias=v3,
+        num_nextn_predict_layers=_optional(raw, "num_nextn_predict_layers", int(v3)),
+        tie_word_embeddings=_optional(raw, "tie_word_embeddings", False),
+        qkv_bias=attention_bias,
+        o_proj_bias=attention_bias,
+        hidden_act=_optional(raw, "hidden_act", "silu"),
+        max_position_embeddings=_optional(raw, "max_position_embeddings", 2048),
+        rope_theta=_rope_theta(raw),
+        rope_scaling=_rope_scaling(raw),
+        norm_eps=_optional(raw, "rms_norm_eps", 1e-6),
+    )
+    return fields
+
+
+def _gemma_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
+    """Gemma 1/2/3 (``modeling_gemma*.py``): GeGLU, √H embedding scale, tied by
+    default; Gemma 2/3 sandwich norms and a hybrid local/global cache."""
+    fields = {
+        name: _required(raw, name, model_type)
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_attention_heads",
+        )
+    }
+    layers = _layer_count(raw, model_type)
+    attention_bias = _optional(raw, "attention_bias", False)
+    act = raw.get("hidden_activation") or raw.get("hidden_act") or "gelu_pytorch_tanh"
+    fields.update(
+        model_type=model_type,
+        num_hidden_layers=layers,
+        num_key_value_heads=raw.get("num_key_value_heads"),
+        head_dim=_optional(raw, "head_dim", 256),
+        tie_word_embeddings=_optional(raw, "tie_word_embeddings", True),
+        qkv_bias=attention_bias,
+        o_proj_bias=attention_bias,
+        hidden_act="gelu_pytorch_tanh" if act == "gelu" else act,
+        max_position_embeddings=_optional(raw, "max_position_embeddings", 8192),
+        rope_theta=_rope_theta(raw),
+        rope_scaling=_rope_scaling(raw),
+        norm_eps=_optional(raw, "rms_norm_eps", 1e-6),
+        embedding_scale=True,
+    )
+    if model_type == "gemma":
+        return fields
+    if _optional(raw, "use_bidirectional_attention", False):
+        raise ConfigError(
+            "use_bidirectional_attention must be false: llmmath models causal decoders"
+        )
+    pattern = (
+        2 if model_type == "gemma2" else _optional(raw, "sliding_window_pattern", 6)
+    )
+    check_positive_int("sliding_window_pattern", pattern)
+    layer_types = raw.get("layer_types")
+    if layer_types is None:
+        layer_types = [
+            "sliding_attention" if (i + 1) % pattern else "full_attention"
+            for i in range(layers)
+        ]
+    if not isinstance(layer_types, list):
+        raise ConfigError(f"layer_types must be a list, got {layer_types!r}")
+    fields.update(
+        norm_layout="sandwich",
+        qk_norm=model_type == "gemma3_text",
+        sliding_window=_optional(raw, "sliding_window", 4096),
+        layer_types=tuple(layer_types),
+    )
     return fields
 
 
@@ -482,9 +845,9 @@ def _rope_scaling(raw: Mapping[str, Any]) -> RopeScaling | None:
 def _sliding_window(raw: Mapping[str, Any], model_type: str) -> int | None:
     """Mistral and Mixtral apply ``sliding_window`` when set; Qwen only with
     ``use_sliding_window``."""
-    if model_type in ("mistral", "mixtral"):
+    if model_type in ("mistral", "mixtral", "phi3"):
         return raw.get("sliding_window")
-    if model_type in ("qwen2", "qwen3") and raw.get("use_sliding_window"):
+    if model_type in ("qwen2", "qwen3", "qwen3_moe") and raw.get("use_sliding_window"):
         return raw.get("sliding_window")
     return None
 

@@ -66,33 +66,39 @@ def attention_flops(
 
     ``causal=False`` counts every query–key pair, as the explicit matmuls of the
     reference module do (and as `torch.utils.flop_counter.FlopCounterMode` measures
-    them); ``causal=True`` counts only the pairs a causal kernel needs, within
-    ``cfg.sliding_window`` if the model has one. Divide by ``batch · seq_len`` for FLOPs
-    per token.
+    them); ``causal=True`` counts only the pairs a causal kernel needs, within each
+    layer's sliding window if it has one (`ModelConfig.window_of`). Scores cost
+    2·n_h·d_h per pair and the weighted sum 2·n_h·d_v (d_v = d_h except with MLA,
+    whose queries and keys are d_n + d_r wide and values d_v). Divide by ``batch ·
+    seq_len`` for FLOPs per token.
 
     Raises:
         ConfigError: ``seq_len`` or ``batch`` is not a positive integer.
     """
     check_positive_int("batch", batch)
-    pairs = attention_pairs(seq_len, causal, cfg.sliding_window)
+    pairs = _pairs_over_layers(cfg, seq_len, causal)
     return AttentionFlops(
         projections=cfg.num_hidden_layers
         * batch
         * 2
         * seq_len
         * _projection_weights(cfg),
-        scores=cfg.num_hidden_layers
-        * batch
-        * 2
-        * cfg.num_attention_heads
-        * cfg.head_dim
-        * pairs,
-        weighted_sum=cfg.num_hidden_layers
-        * batch
-        * 2
-        * cfg.num_attention_heads
-        * cfg.head_dim
-        * pairs,
+        scores=batch * 2 * cfg.num_attention_heads * cfg.head_dim * pairs,
+        weighted_sum=batch * 2 * cfg.num_attention_heads * _value_dim(cfg) * pairs,
+    )
+
+
+def _value_dim(cfg: ModelConfig) -> int:
+    """d_v: a value head's width (``v_head_dim`` with MLA, else d_h)."""
+    return cfg.v_head_dim if cfg.is_mla else cfg.head_dim
+
+
+def _pairs_over_layers(cfg: ModelConfig, seq_len: int, causal: bool) -> int:
+    """Query–key pairs summed over the L layers, each within its own window."""
+    check_positive_int("seq_len", seq_len)
+    return sum(
+        attention_pairs(seq_len, causal, cfg.window_of(i) if causal else None)
+        for i in range(cfg.num_hidden_layers)
     )
 
 
@@ -100,34 +106,102 @@ def decode_attention_flops(
     cfg: ModelConfig, context: int, batch: int = 1
 ) -> AttentionFlops:
     """Attention FLOPs of one decode step with a KV cache: one new query per sequence
-    against the ``context`` keys up to and including its own (at most
-    ``cfg.sliding_window``), all L layers. Equals ``causal(context) − causal(context −
-    1)`` of `attention_flops`."""
+    against the ``context`` keys up to and including its own (at most each layer's
+    sliding window), all L layers. Equals ``causal(context) − causal(context − 1)``
+    of `attention_flops`. With MLA this is the expanded form (keys and values cached
+    per head; `mla_decode_flops` compares the others)."""
     check_positive_int("context", context)
     check_positive_int("batch", batch)
-    keys = min(context, cfg.sliding_window) if cfg.sliding_window else context
-    quadratic = (
-        cfg.num_hidden_layers
-        * batch
-        * 2
-        * cfg.num_attention_heads
-        * cfg.head_dim
-        * keys
+    keys = sum(
+        min(context, cfg.window_of(i)) if cfg.window_of(i) else context
+        for i in range(cfg.num_hidden_layers)
     )
     return AttentionFlops(
         cfg.num_hidden_layers * batch * 2 * _projection_weights(cfg),
-        quadratic,
-        quadratic,
+        batch * 2 * cfg.num_attention_heads * cfg.head_dim * keys,
+        batch * 2 * cfg.num_attention_heads * _value_dim(cfg) * keys,
     )
 
 
+MLA_FORMS = ("expanded", "recompute", "absorbed")
+
+
+def mla_decode_flops(cfg: ModelConfig, context: int, form: str = "absorbed") -> int:
+    """Attention FLOPs of one MLA decode step of one sequence at ``context`` tokens,
+    all L layers, in one of three forms (DeepSeek-V2 report, Sec. 2.1.2, "absorb"):
+
+    - ``"expanded"``: per-head keys and values cached; the naive projections
+      (`_projection_weights`) plus scores 2·n_h·(d_n + d_r)·t and AV 2·n_h·d_v·t.
+    - ``"recompute"``: the latent cached and up-projected again for all t cached
+      tokens each step (transformers 5's ``DeepseekV3Attention``): the expanded form
+      plus 2·d_c·n_h·(d_n + d_v)·(t − 1) for ``kv_b_proj`` over the cache.
+    - ``"absorbed"``: W_UK folded into the query and W_UV into the output; attention
+      runs over the latent itself, n_h heads of width d_c + d_r for scores and d_c
+      for values, with no per-token up-projection: q path, the folds
+      2·n_h·d_n·d_c (query) and 2·n_h·d_c·d_v (output), kv_a, o_proj, scores
+      2·n_h·(d_c + d_r)·t, AV 2·n_h·d_c·t.
+
+    Raises:
+        ConfigError: ``cfg`` is not MLA, ``context`` not a positive int, or ``form``
+        unknown.
+    """
+    check_positive_int("context", context)
+    if not cfg.is_mla:
+        raise ConfigError("mla_decode_flops needs multi-head latent attention")
+    if form not in MLA_FORMS:
+        raise ConfigError(f"form must be one of {', '.join(MLA_FORMS)}; got {form!r}")
+    n_h, d_n, d_r, d_v, d_c, H = (
+        cfg.num_attention_heads,
+        cfg.qk_nope_head_dim,
+        cfg.qk_rope_head_dim,
+        cfg.v_head_dim,
+        cfg.kv_lora_rank,
+        cfg.hidden_size,
+    )
+    t = context
+    if form == "absorbed":
+        q_path = _query_weights(cfg)
+        per_layer = 2 * (
+            q_path
+            + H * (d_c + d_r)  # kv_a_proj_with_mqa for the new token
+            + n_h * d_n * d_c  # q_nope · W_UK: the query in latent space
+            + n_h * (d_c + d_r) * t  # scores against latent and rope key
+            + n_h * d_c * t  # weights · latent
+            + n_h * d_c * d_v  # · W_UV
+            + n_h * d_v * H  # o_proj
+        )
+        return cfg.num_hidden_layers * per_layer
+    expanded = decode_attention_flops(cfg, t).total
+    if form == "expanded":
+        return expanded
+    return expanded + cfg.num_hidden_layers * 2 * d_c * n_h * (d_n + d_v) * (t - 1)
+
+
+def _query_weights(cfg: ModelConfig) -> int:
+    """MLA's query path: H·n_h·(d_n + d_r), or through the rank-d_q bottleneck."""
+    q_out = cfg.num_attention_heads * cfg.head_dim
+    if cfg.q_lora_rank is None:
+        return cfg.hidden_size * q_out
+    return cfg.q_lora_rank * (cfg.hidden_size + q_out)
+
+
 def _projection_weights(cfg: ModelConfig) -> int:
-    """Weights of q, k, v and o in one layer: H·n_h·d_h + 2·H·n_kv·d_h + n_h·d_h·H."""
+    """Weights of q, k, v and o in one layer: H·n_h·d_h + 2·H·n_kv·d_h + n_h·d_h·H;
+    with MLA the query path, kv_a_proj_with_mqa H·(d_c + d_r), kv_b_proj
+    d_c·n_h·(d_n + d_v) and o_proj n_h·d_v·H."""
     H, q, kv = (
         cfg.hidden_size,
         cfg.num_attention_heads * cfg.head_dim,
         cfg.num_key_value_heads * cfg.head_dim,
     )
+    if cfg.is_mla:
+        n_h, d_c = cfg.num_attention_heads, cfg.kv_lora_rank
+        return (
+            _query_weights(cfg)
+            + H * (d_c + cfg.qk_rope_head_dim)
+            + d_c * n_h * (cfg.qk_nope_head_dim + cfg.v_head_dim)
+            + n_h * cfg.v_head_dim * H
+        )
     return H * q + 2 * H * kv + q * H
 
 
@@ -140,6 +214,9 @@ def rope_flops(cfg: ModelConfig, seq_len: int, batch: int = 1) -> int:
     check_positive_int("batch", batch)
     if cfg.position_embedding_type != "rope":
         return 0
+    if cfg.is_mla:  # only the d_r rotary part of each query and the one shared key
+        per_token = 3 * (cfg.num_attention_heads + 1) * cfg.qk_rope_head_dim
+        return cfg.num_hidden_layers * batch * seq_len * per_token
     per_token = 3 * (cfg.num_attention_heads + cfg.num_key_value_heads) * cfg.head_dim
     return cfg.num_hidden_layers * batch * seq_len * per_token
 
@@ -157,7 +234,7 @@ def ffn_flops(cfg: ModelConfig, tokens: int = 1) -> int:
     tokens, all L layers (gated: 2·3·H·I per layer and token; plain: 2·2·H·I). The
     activation and the gating product (about I FLOPs each) are left out."""
     check_positive_int("tokens", tokens)
-    return cfg.num_hidden_layers * tokens * 2 * _ffn_weights_per_token(cfg)
+    return tokens * 2 * _ffn_weights_all_layers(cfg)
 
 
 def matmul_weights(cfg: ModelConfig) -> dict[str, int]:
@@ -168,22 +245,33 @@ def matmul_weights(cfg: ModelConfig) -> dict[str, int]:
     weights."""
     return {
         "attention": cfg.num_hidden_layers * _projection_weights(cfg),
-        "ffn": cfg.num_hidden_layers * _ffn_weights_per_token(cfg),
+        "ffn": _ffn_weights_all_layers(cfg),
         "lm_head": cfg.vocab_size * cfg.hidden_size,
     }
 
 
 def _ffn_weights_per_token(cfg: ModelConfig) -> int:
     """FFN weights one token multiplies by in one layer: the FFN, or for a mixture of
-    experts the router (E·H) and its k routed plus S shared experts (3·H·I each)."""
-    one = (
-        (3 if cfg.mlp_type == "gated" else 2) * cfg.hidden_size * cfg.intermediate_size
-    )
+    experts the router (E·H) and its k routed plus S shared experts (3·H·I_e each)."""
+    matrices = 3 if cfg.mlp_type == "gated" else 2
     if not cfg.is_moe:
-        return one
+        return matrices * cfg.hidden_size * cfg.intermediate_size
+    one = matrices * cfg.hidden_size * cfg.expert_intermediate_size
     return (
         cfg.num_experts_per_tok + cfg.n_shared_experts
     ) * one + cfg.num_local_experts * cfg.hidden_size
+
+
+def _ffn_weights_all_layers(cfg: ModelConfig) -> int:
+    """FFN weights one token multiplies by in all L layers: the MoE layers' share
+    (`_ffn_weights_per_token`) plus 3·H·I in each dense layer of a mixture of experts
+    (DeepSeek's first layers, Qwen3-MoE's ``mlp_only_layers``)."""
+    if not cfg.is_moe:
+        return cfg.num_hidden_layers * _ffn_weights_per_token(cfg)
+    dense = 3 * cfg.hidden_size * cfg.intermediate_size
+    return (
+        cfg.num_moe_layers * _ffn_weights_per_token(cfg) + cfg.num_dense_layers * dense
+    )
 
 
 @dataclass(frozen=True)
@@ -217,7 +305,9 @@ def forward_flops_per_token(
     softmax are not counted) plus QKᵀ and AV. ``attention="full"``: every token against
     all T keys, 4·L·T·n_h·d_h per token. ``"causal"``: token i (1-based) reads i keys
     (at most W with a sliding window), and the count is averaged over the T positions:
-    4·L·n_h·d_h·pairs/T, which is 2·L·n_h·d_h·(T + 1) without a window. Its matmul part
+    4·L·n_h·d_h·pairs/T, which is 2·L·n_h·d_h·(T + 1) without a window (pairs counted
+    layer by layer, each in its own window; with MLA 2·n_h·(d_h + d_v) per pair, d_h =
+    d_n + d_r). Its matmul part
     ≈ 2N (Kaplan et al. 2020, Sec. 2.1), closest for tied models: an untied model's N
     also counts the embedding table, which does no FLOPs.
 
@@ -229,12 +319,8 @@ def forward_flops_per_token(
         raise ConfigError(
             f"attention must be one of {', '.join(ATTENTION_MODES)}; got {attention!r}"
         )
-    pairs = attention_pairs(
-        seq_len,
-        attention == "causal",
-        cfg.sliding_window if attention == "causal" else None,
-    )
-    per_pair = 4 * cfg.num_hidden_layers * cfg.num_attention_heads * cfg.head_dim
+    pairs = _pairs_over_layers(cfg, seq_len, attention == "causal")
+    per_pair = 2 * cfg.num_attention_heads * (cfg.head_dim + _value_dim(cfg))
     return ForwardFlops(
         {k: 2 * v for k, v in matmul_weights(cfg).items()},
         Fraction(per_pair * pairs, seq_len),

@@ -20,6 +20,10 @@ from llmmath.counting import weight_shapes
 H, L, V, I, P = sp.symbols("H L V I P", positive=True, integer=True)
 n_h, n_kv, d_h, g = sp.symbols("n_h n_kv d_h g", positive=True, integer=True)
 E, k, S = sp.symbols("E k S", positive=True, integer=True)
+# Issue 15: MLA's ranks and head widths (DeepSeek-V2 report, Sec. 2.1), the expert
+# width, and the numbers of dense and mixture-of-experts layers.
+d_c, d_q, d_n, d_r, d_v = sp.symbols("d_c d_q d_n d_r d_v", positive=True, integer=True)
+I_e, L_d, L_m = sp.symbols("I_e L_d L_m", positive=True, integer=True)
 
 SYMBOLS = {
     "H": H,
@@ -34,6 +38,14 @@ SYMBOLS = {
     "E": E,
     "k": k,
     "S": S,
+    "d_c": d_c,
+    "d_q": d_q,
+    "d_n": d_n,
+    "d_r": d_r,
+    "d_v": d_v,
+    "I_e": I_e,
+    "L_d": L_d,
+    "L_m": L_m,
 }
 
 #: Notation letter -> Hugging Face ``config.json`` field (`ModelConfig` attribute).
@@ -50,6 +62,14 @@ CONFIG_FIELDS = {
     E: "num_local_experts",
     k: "num_experts_per_tok",
     S: "n_shared_experts",
+    d_c: "kv_lora_rank",
+    d_q: "q_lora_rank",
+    d_n: "qk_nope_head_dim",
+    d_r: "qk_rope_head_dim",
+    d_v: "v_head_dim",
+    I_e: "expert_intermediate_size",
+    L_d: "num_dense_layers",
+    L_m: "num_moe_layers",
 }
 
 
@@ -62,7 +82,7 @@ def tensor_formulas(cfg: ModelConfig) -> dict[str, sp.Expr]:
     when the tensor repeats in every layer). Keys are `llmmath.counting.TensorCount`
     names."""
     return {
-        t.name: (L if t.per_layer else 1)
+        t.name: ((SYMBOLS[t.layers_dim or "L"]) if t.per_layer else 1)
         * (SYMBOLS[t.copies_dim] if t.copies_dim else 1)
         * sp.Mul(*map(_dim, t.dims))
         for t in weight_shapes(cfg)

@@ -8,57 +8,108 @@ n_kv key/value heads, d_h numbers each. For a batch of b sequences of t tokens:
 (Pope et al. 2022, *Efficiently Scaling Transformer Inference*, Sec. 2; Kwon et al.
 2023, vLLM, Sec. 3). Queries are not cached: with a causal mask no later step reads an
 earlier query. With a sliding window of W tokens (Mistral-7B-v0.1) only the last min(t,
-W) tokens are kept (Jiang et al. 2023, Sec. 2, rolling buffer cache).
+W) tokens are kept (Jiang et al. 2023, Sec. 2, rolling buffer cache); where only some
+layers slide (Gemma 2/3's ``layer_types``) each layer is capped on its own.
 
-Explained in the chapter *The KV cache* (``chapters/07_kv_cache.ipynb``).
+Multi-head latent attention (DeepSeek-V2 report, Sec. 2.1.4, Table 1) caches, per layer
+and token, the compressed latent c_KV (d_c = ``kv_lora_rank`` values) and the one
+decoupled RoPE key shared by all heads (d_r = ``qk_rope_head_dim``): (d_c + d_r) values,
+the ``"latent"`` layout, which serving engines store and transformers 5 caches. The
+``"expanded"`` layout is what a naive implementation keeps after up-projecting: per head
+a key of d_n + d_r and a value of d_v values, n_h·(d_n + d_r + d_v) per layer and token.
+For every other model the two layouts are the same.
+
+Explained in the chapters *The KV cache* (``chapters/07_kv_cache.ipynb``) and
+*Multi-head latent attention* (``chapters/07b_latent_attention.ipynb``).
 """
 
 from __future__ import annotations
 
-from llmmath.config import ModelConfig, check_positive_int
+from llmmath.config import ConfigError, ModelConfig, check_positive_int
 from llmmath.units import bytes_of
+
+LAYOUTS = ("latent", "expanded")
+
+
+def _check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise ConfigError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
+
+
+def cached_tokens_per_layer(cfg: ModelConfig, seq_len: int) -> list[int]:
+    """Tokens each layer's cache holds after ``seq_len`` tokens: min(t, W) in a layer
+    with a sliding window W (`ModelConfig.window_of`), t otherwise."""
+    check_positive_int("seq_len", seq_len)
+    out = []
+    for i in range(cfg.num_hidden_layers):
+        window = cfg.window_of(i)
+        out.append(min(seq_len, window) if window else seq_len)
+    return out
 
 
 def cached_tokens(cfg: ModelConfig, seq_len: int) -> int:
     """Tokens per sequence the cache holds after ``seq_len`` tokens: min(t,
-    sliding_window)."""
-    check_positive_int("seq_len", seq_len)
-    return min(seq_len, cfg.sliding_window) if cfg.sliding_window else seq_len
+    sliding_window), or, where only some layers slide, t (the most any layer holds;
+    `cached_tokens_per_layer` gives each layer's)."""
+    return max(cached_tokens_per_layer(cfg, seq_len))
 
 
-def kv_cache_elements(cfg: ModelConfig, batch: int = 1, seq_len: int = 1) -> int:
-    """Numbers in the cache: 2 · L · b · min(t, W) · n_kv · d_h (keys and values)."""
+def kv_values_per_token_per_layer(cfg: ModelConfig, layout: str = "latent") -> int:
+    """Numbers one token adds to one layer's cache: 2·n_kv·d_h (keys and values);
+    with MLA d_c + d_r (``"latent"``) or n_h·(d_n + d_r + d_v) (``"expanded"``).
+
+    Raises:
+        ConfigError: ``layout`` is not one of `LAYOUTS`.
+    """
+    _check_layout(layout)
+    if cfg.is_mla:
+        if layout == "latent":
+            return cfg.kv_lora_rank + cfg.qk_rope_head_dim
+        return cfg.num_attention_heads * (
+            cfg.qk_nope_head_dim + cfg.qk_rope_head_dim + cfg.v_head_dim
+        )
+    return 2 * cfg.num_key_value_heads * cfg.head_dim
+
+
+def kv_cache_elements(
+    cfg: ModelConfig, batch: int = 1, seq_len: int = 1, layout: str = "latent"
+) -> int:
+    """Numbers in the cache: b · Σ over layers of min(t, W_layer) · (values per token
+    per layer), which is 2 · L · b · min(t, W) · n_kv · d_h when every layer is alike.
+    """
     check_positive_int("batch", batch)
-    return (
-        2
-        * cfg.num_hidden_layers
-        * batch
-        * cached_tokens(cfg, seq_len)
-        * cfg.num_key_value_heads
-        * cfg.head_dim
-    )
+    per = kv_values_per_token_per_layer(cfg, layout)
+    return batch * per * sum(cached_tokens_per_layer(cfg, seq_len))
 
 
 def kv_cache_bytes(
-    cfg: ModelConfig, batch: int = 1, seq_len: int = 1, dtype: str = "bf16"
+    cfg: ModelConfig,
+    batch: int = 1,
+    seq_len: int = 1,
+    dtype: str = "bf16",
+    layout: str = "latent",
 ) -> int:
     """Bytes of the KV cache of ``batch`` sequences of ``seq_len`` tokens, as an exact
     ``int``.
 
     ``dtype`` is the cache's number format (``"fp32"``, ``"bf16"``, ``"fp16"``,
     ``"fp8"``, ``"int8"``, ``"int4"``); quantisation scales, if any, are not counted. A
-    ``sliding_window`` in ``cfg`` caps the cached length.
+    ``sliding_window`` in ``cfg`` caps the cached length (layer by layer with
+    ``layer_types``). ``layout`` matters only for multi-head latent attention.
 
     Raises:
-        ConfigError: ``batch`` or ``seq_len`` is not a positive integer, or ``dtype`` is
-        unknown.
+        ConfigError: ``batch`` or ``seq_len`` is not a positive integer, or ``dtype`` or
+        ``layout`` is unknown.
     """
-    return bytes_of(kv_cache_elements(cfg, batch, seq_len), dtype)
+    return bytes_of(kv_cache_elements(cfg, batch, seq_len, layout), dtype)
 
 
-def kv_cache_bytes_per_token(cfg: ModelConfig, dtype: str = "bf16") -> int:
+def kv_cache_bytes_per_token(
+    cfg: ModelConfig, dtype: str = "bf16", layout: str = "latent"
+) -> int:
     """Bytes one more token adds to the cache of one sequence: 2 · L · n_kv · d_h ·
-    bytes per element (before a sliding window is full)."""
+    bytes per element (before a sliding window is full); with MLA L · (d_c + d_r) ·
+    bytes in the latent layout (70,272 B for DeepSeek-V3 in bf16)."""
     return bytes_of(
-        2 * cfg.num_hidden_layers * cfg.num_key_value_heads * cfg.head_dim, dtype
+        cfg.num_hidden_layers * kv_values_per_token_per_layer(cfg, layout), dtype
     )

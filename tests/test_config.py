@@ -181,7 +181,7 @@ def test_sliding_window():
     assert ModelConfig.from_hf_config(hf_config("qwen2.5-3b")).sliding_window is None
 
 
-@pytest.mark.parametrize("model_type", ["bert", "deepseek_v3", "gemma", None, 7])
+@pytest.mark.parametrize("model_type", ["bert", "mamba", "gemma3", None, 7])
 def test_unsupported_model_type_is_refused_by_name(model_type):
     raw = {**hf_config("llama-2-7b"), "model_type": model_type}
     if model_type is None:
@@ -190,7 +190,10 @@ def test_unsupported_model_type_is_refused_by_name(model_type):
         ModelConfig.from_hf_config(raw)
     message = str(err.value)
     assert repr(model_type) in message
-    assert "llama, mistral, qwen2, qwen3, gpt2, mixtral, minimind" in message
+    assert (
+        "llama, mistral, qwen2, qwen3, gpt2, mixtral, minimind, deepseek_v2, "
+        "deepseek_v3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, olmo2" in message
+    )
 
 
 @pytest.mark.parametrize(
