@@ -78,7 +78,7 @@ function drawStack(block) {
   const width = 430;
   const total = block.items.reduce((a, it) => a + it.value, 0);
   const scale = (width - 10) / Math.max(total, block.limit, 1);
-  const svg = s("svg", { width, height: 46, class: "llmmath-figure", role: "img",
+  const svg = s("svg", { width, height: 26, class: "llmmath-figure", role: "img",
     "aria-label": "stacked bar against " + block.limit_label });
   let x = 0;
   for (const it of block.items) {
@@ -91,15 +91,13 @@ function drawStack(block) {
   const gx = round(block.limit * scale);
   svg.append(s("line", { x1: gx, y1: 0, x2: gx, y2: 24, stroke: "#333",
     "stroke-width": 2, "stroke-dasharray": "4 3" }));
-  let lx = 0;
-  block.items.forEach((it) => {
-    svg.append(s("rect", { x: lx, y: 31, width: 9, height: 9, fill: it.color }));
-    const label = s("text", { x: lx + 12, y: 40, "font-size": 11 }, it.label);
-    svg.append(label);
-    lx += 20 + 6.5 * it.label.length;
-  });
-  svg.append(s("text", { x: lx, y: 40, "font-size": 11 }, "dashed: " + block.limit_label));
-  return svg;
+  const legend = h("div", { class: "llmmath-legend" });
+  for (const it of block.items) {
+    legend.append(h("span", {},
+      h("span", { class: "llmmath-swatch", style: `background:${it.color}` }), it.label));
+  }
+  legend.append(h("span", { text: "dashed line: " + block.limit_label }));
+  return h("div", { class: "llmmath-stack" }, svg, legend);
 }
 
 function axis(spec, from, to) {
@@ -115,30 +113,36 @@ function ticks(spec) {
   if (spec.log) {
     const out = [];
     for (let k = Math.ceil(Math.log10(spec.min)); k <= Math.floor(Math.log10(spec.max)); k++) {
-      out.push([10 ** k, `10^${k}`]);
+      out.push([10 ** k, k]);
     }
     return out;
   }
   return [];
 }
 
+// A tick label 10^k, the exponent raised.
+function power(k, attrs) {
+  const label = s("text", { "font-size": 9, ...attrs }, "10");
+  label.append(s("tspan", { dy: -4, "font-size": 7 }, String(k)));
+  return label;
+}
+
 function drawPlot(block) {
   const { width, height } = block;
   const framed = Boolean(block.x.label || block.y.label);
-  const left = framed ? 46 : 2, bottom = height - (framed ? 30 : 2), top = 8, right = width - 8;
+  const left = framed ? 46 : 2, bottom = height - (framed ? 30 : 2), top = 8;
+  const right = width - (framed ? 16 : 2);
   const px = axis(block.x, left, right), py = axis(block.y, bottom, top);
   const svg = s("svg", { width, height, viewBox: `0 0 ${width} ${height}`,
     class: "llmmath-figure", role: "img" });
   if (framed) {
     svg.append(s("rect", { x: left, y: top, width: right - left, height: bottom - top,
       fill: "none", stroke: "#ccc" }));
-    for (const [v, label] of ticks(block.x)) {
-      svg.append(s("text", { x: px(v), y: bottom + 13, "font-size": 9,
-        "text-anchor": "middle" }, label));
+    for (const [v, k] of ticks(block.x)) {
+      svg.append(power(k, { x: px(v), y: bottom + 14, "text-anchor": "middle" }));
     }
-    for (const [v, label] of ticks(block.y)) {
-      svg.append(s("text", { x: left - 4, y: py(v) + 3, "font-size": 9,
-        "text-anchor": "end" }, label));
+    for (const [v, k] of ticks(block.y)) {
+      svg.append(power(k, { x: left - 4, y: py(v) + 3, "text-anchor": "end" }));
     }
     if (block.x.label) {
       svg.append(s("text", { x: (left + right) / 2, y: height - 3, "font-size": 10,
