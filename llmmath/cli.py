@@ -4,10 +4,9 @@
 breakdown. ``python -m llmmath kv-cache <preset | config.json> --seq-len T [--batch B]
 [--dtype bf16] [--json]``: the KV cache in bytes. ``python -m llmmath flops <preset |
 config.json> --seq-len T [--attention causal|full] [--json]``: forward FLOPs per token.
-``python -m llmmath coursework handout --students roster.txt --out DIR [CHAPTER ...]``:
-one coursework notebook per student and chapter; ``coursework key --student ID [CHAPTER
-...]``: that student's answers; ``coursework editions --out coursework``: the blank
-editions.
+``python -m llmmath coursework handout|key|editions|grade ...``: the teacher's commands
+(`llmmath.coursework.cli`): signed sheets per student and chapter, a student's answers,
+the blank editions, and grading in a sandbox.
 
 MODEL is a preset name or the path of a Hugging Face ``config.json``. Bad input exits
 with status 2 and one line on stderr, never a traceback. These paths import neither
@@ -280,45 +279,6 @@ def _flops(args: argparse.Namespace) -> int:
     return 0
 
 
-def _coursework(args: argparse.Namespace) -> int:
-    from llmmath.coursework import chapters
-    from llmmath.coursework.handout import (
-        answer_key,
-        hand_out,
-        read_students,
-        student_notebook,
-    )
-
-    try:
-        chapter_list = args.chapters or list(chapters())
-        if args.action == "handout":
-            written = hand_out(read_students(args.students), args.out, chapter_list)
-            print(f"wrote {len(written)} notebooks under {args.out}")
-        elif args.action == "key":
-            for chapter in chapter_list:
-                for n, p in enumerate(answer_key(chapter, args.student), 1):
-                    tol = (
-                        f" (relative tolerance {p.tolerance:g})" if p.tolerance else ""
-                    )
-                    print(
-                        f"{chapter} {args.student} question {n}: {p.answer_text}{tol}"
-                    )
-        else:
-            import nbformat
-
-            os.makedirs(args.out, exist_ok=True)
-            for chapter in chapter_list:
-                nbformat.write(
-                    student_notebook(chapter),
-                    os.path.join(args.out, f"{chapter}.ipynb"),
-                )
-            print(f"wrote {len(chapter_list)} blank editions under {args.out}")
-    except (ValueError, OSError) as e:
-        print(f"llmmath: error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
 def _count(text: str) -> int:
     try:
         value = int(text)
@@ -392,39 +352,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="count causal pairs (default) or all T x T",
     )
 
-    cw = sub.add_parser(
+    sub.add_parser(
         "coursework",
-        help="coursework notebooks checked by pytest --nbval",
-        description="Coursework: hand out one notebook per student and chapter, "
-        "print a student's answers, or write the blank editions.",
-    )
-    actions = cw.add_subparsers(dest="action", required=True, parser_class=_Parser)
-    h = actions.add_parser(
-        "handout", help="write OUT/<student>/<chapter>.ipynb for a roster"
-    )
-    h.add_argument(
-        "--students", required=True, help="roster file: one student ID per line"
-    )
-    h.add_argument("--out", required=True, help="folder to write into")
-    key = actions.add_parser("key", help="one student's answers, for the teacher")
-    key.add_argument("--student", required=True, help="the student's ID")
-    ed = actions.add_parser(
-        "editions", help="the blank student editions (coursework/ in the repo)"
-    )
-    ed.add_argument("--out", default="coursework", help="folder (default: coursework)")
-    for a in (h, key, ed):
-        a.add_argument(
-            "chapters",
-            nargs="*",
-            metavar="CHAPTER",
-            help="chapters, e.g. 07_kv_cache (default: all)",
-        )
-        a.set_defaults(run=_coursework)
+        help="coursework: hand out signed sheets, grade them in a sandbox",
+        description="The teacher's commands (handout, key, editions, grade); "
+        "`python -m llmmath coursework --help` lists them.",
+        add_help=False,
+    )  # listed here for --help; main() hands its arguments to llmmath.coursework.cli
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (0 on success, 2 on bad input)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["coursework"]:  # its own parser, options and help included
+        from llmmath.coursework.cli import main as coursework_main
+
+        return coursework_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
