@@ -1,6 +1,7 @@
 """Torch reference modules: a decoder-only LM small enough to read in one sitting.
 
-One `Attention` module covers MHA, GQA and MQA through ``num_key_value_heads``; norms,
+One `Attention` module covers MHA, GQA and MQA through ``num_key_value_heads``
+(`MLAttention` multi-head latent attention, with its naive and absorbed forms); norms,
 MLPs, the pre-norm block and the LM follow Hugging Face's Llama, Qwen2/3 and GPT-2
 modeling files, with the same parameter names as `llmmath.counting.weight_shapes` (so
 counts compare tensor by tensor). `build_model` builds any `ModelConfig`, on the
@@ -91,11 +92,19 @@ class KVCache:
     tokens processed: the position of the next one.
     """
 
-    def __init__(self, num_layers: int, sliding_window: int | None = None):
+    def __init__(
+        self, num_layers: int, sliding_window: int | list[int | None] | None = None
+    ):
         self.keys: list[torch.Tensor | None] = [None] * num_layers
         self.values: list[torch.Tensor | None] = [None] * num_layers
-        self.sliding_window = sliding_window
+        self.sliding_window = sliding_window  # one for all layers, or one per layer
         self.seen = 0
+
+    def window(self, layer: int) -> int | None:
+        """The sliding window of ``layer`` (None: it keeps every token)."""
+        if isinstance(self.sliding_window, list):
+            return self.sliding_window[layer]
+        return self.sliding_window
 
     def update(
         self, layer: int, k: torch.Tensor, v: torch.Tensor
@@ -107,7 +116,7 @@ class KVCache:
         if self.keys[layer] is not None:
             k = torch.cat([self.keys[layer], k], dim=2)
             v = torch.cat([self.values[layer], v], dim=2)
-        w = self.sliding_window
+        w = self.window(layer)
         if w and k.shape[2] > w:  # clone: a view would keep the whole tensor alive
             self.keys[layer], self.values[layer] = (
                 k[:, :, -w:].clone(),
@@ -172,13 +181,26 @@ class Attention(nn.Module):
             cfg.head_dim,
             cfg.hidden_size,
         )
-        self.q_proj = nn.Linear(H, n_h * d_h, bias=cfg.qkv_bias)
-        self.k_proj = nn.Linear(H, n_kv * d_h, bias=cfg.qkv_bias)
-        self.v_proj = nn.Linear(H, n_kv * d_h, bias=cfg.qkv_bias)
+        if cfg.fused_qkv:  # Phi-3: one matrix, split after the matmul
+            self.qkv_proj = nn.Linear(H, (n_h + 2 * n_kv) * d_h, bias=cfg.qkv_bias)
+        else:
+            self.q_proj = nn.Linear(H, n_h * d_h, bias=cfg.qkv_bias)
+            self.k_proj = nn.Linear(H, n_kv * d_h, bias=cfg.qkv_bias)
+            self.v_proj = nn.Linear(H, n_kv * d_h, bias=cfg.qkv_bias)
         self.o_proj = nn.Linear(n_h * d_h, H, bias=cfg.o_proj_bias)
-        if cfg.qk_norm:
-            self.q_norm = make_norm(cfg, d_h)
-            self.k_norm = make_norm(cfg, d_h)
+        if cfg.qk_norm:  # per head (Qwen3, Gemma 3) or over all heads (OLMo 2)
+            self.q_norm = make_norm(cfg, d_h if cfg.qk_norm_per_head else n_h * d_h)
+            self.k_norm = make_norm(cfg, d_h if cfg.qk_norm_per_head else n_kv * d_h)
+        self.window: int | None = cfg.sliding_window  # set per layer by DecoderBlock
+
+    def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Queries ``(b, t, n_h·d_h)``, keys and values ``(b, t, n_kv·d_h)``."""
+        cfg = self.cfg
+        if cfg.fused_qkv:
+            q_out = cfg.num_attention_heads * cfg.head_dim
+            kv_out = cfg.num_key_value_heads * cfg.head_dim
+            return self.qkv_proj(x).split([q_out, kv_out, kv_out], dim=-1)
+        return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
     def forward(
         self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0
@@ -186,22 +208,13 @@ class Attention(nn.Module):
         cfg = self.cfg
         b, t, _ = x.shape
         start = cache.seen if cache is not None else 0
-        q = (
-            self.q_proj(x)
-            .view(b, t, cfg.num_attention_heads, cfg.head_dim)
-            .transpose(1, 2)
-        )
-        k = (
-            self.k_proj(x)
-            .view(b, t, cfg.num_key_value_heads, cfg.head_dim)
-            .transpose(1, 2)
-        )
-        v = (
-            self.v_proj(x)
-            .view(b, t, cfg.num_key_value_heads, cfg.head_dim)
-            .transpose(1, 2)
-        )
-        if cfg.qk_norm:
+        q, k, v = self._qkv(x)
+        if cfg.qk_norm and not cfg.qk_norm_per_head:  # OLMo 2: before the head split
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.view(b, t, cfg.num_attention_heads, cfg.head_dim).transpose(1, 2)
+        k = k.view(b, t, cfg.num_key_value_heads, cfg.head_dim).transpose(1, 2)
+        v = v.view(b, t, cfg.num_key_value_heads, cfg.head_dim).transpose(1, 2)
+        if cfg.qk_norm and cfg.qk_norm_per_head:
             q, k = self.q_norm(q), self.k_norm(k)
         if cfg.position_embedding_type == "rope":
             cos, sin = rope_cos_sin(
@@ -215,9 +228,108 @@ class Attention(nn.Module):
             k, v = cache.update(layer, k, v)  # (b, n_kv, t_k, d_h)
         k, v = repeat_kv(k, cfg.group_size), repeat_kv(v, cfg.group_size)
         scores = q @ k.transpose(-2, -1) / math.sqrt(cfg.head_dim)  # (b, n_h, t, t_k)
-        mask = attention_mask(t, k.shape[2], start, cfg.sliding_window, x.device)
+        mask = attention_mask(t, k.shape[2], start, self.window, x.device)
         scores = scores.masked_fill(~mask, float("-inf"))
         out = scores.softmax(dim=-1) @ v  # (b, n_h, t, d_h)
+        return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class MLAttention(nn.Module):
+    """Multi-head latent attention (DeepSeek-V2 report, Sec. 2.1; transformers'
+    ``DeepseekV3Attention``). Input and output ``(batch, seq, hidden_size)``.
+
+    The query goes through a rank-d_q bottleneck (``q_a_proj``, ``q_a_layernorm``,
+    ``q_b_proj``; one ``q_proj`` when ``q_lora_rank`` is None) to n_h heads of d_n +
+    d_r.
+    ``kv_a_proj_with_mqa`` maps x to the latent c (d_c, normed by ``kv_a_layernorm``)
+    and one RoPE key k_r (d_r) shared by all heads: only (c, k_r) are cached,
+    ``(batch, 1, t, d_c)`` and ``(batch, 1, t, d_r)`` in the `KVCache`'s key and value
+    slots. ``kv_b_proj`` (W_UK and W_UV stacked per head) expands c to keys (d_n) and
+    values (d_v) per head.
+
+    ``absorbed=False`` (naive): expand c for every cached token and attend per head.
+    ``absorbed=True``: fold W_UK into the query (q_n·W_UK, a d_c-wide query per head)
+    and W_UV into the output, so attention runs on the latent itself (Sec. 2.1.2,
+    "W^UK can be absorbed into W^Q, and W^UV into W^O"). RoPE stays on the separate
+    d_r part, which is why the decoupled key exists: a rotation between q and W_UK
+    would depend on the position and could not be folded once (Sec. 2.1.3).
+    """
+
+    def __init__(self, cfg: ModelConfig, absorbed: bool = False):
+        super().__init__()
+        self.cfg, self.absorbed = cfg, absorbed
+        H, n_h = cfg.hidden_size, cfg.num_attention_heads
+        d_n, d_r, d_v, d_c = (
+            cfg.qk_nope_head_dim,
+            cfg.qk_rope_head_dim,
+            cfg.v_head_dim,
+            cfg.kv_lora_rank,
+        )
+        if cfg.q_lora_rank is None:
+            self.q_proj = nn.Linear(H, n_h * (d_n + d_r), bias=False)
+        else:
+            self.q_a_proj = nn.Linear(H, cfg.q_lora_rank, bias=cfg.qkv_bias)
+            self.q_a_layernorm = make_norm(cfg, cfg.q_lora_rank)
+            self.q_b_proj = nn.Linear(cfg.q_lora_rank, n_h * (d_n + d_r), bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(H, d_c + d_r, bias=cfg.qkv_bias)
+        self.kv_a_layernorm = make_norm(cfg, d_c)
+        self.kv_b_proj = nn.Linear(d_c, n_h * (d_n + d_v), bias=False)
+        self.o_proj = nn.Linear(n_h * d_v, H, bias=cfg.o_proj_bias)
+        self.window: int | None = None
+
+    def query(self, x: torch.Tensor) -> torch.Tensor:
+        """Queries ``(b, n_h, t, d_n + d_r)`` before RoPE."""
+        b, t, _ = x.shape
+        if self.cfg.q_lora_rank is None:
+            q = self.q_proj(x)
+        else:
+            q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
+        return q.view(b, t, self.cfg.num_attention_heads, -1).transpose(1, 2)
+
+    def latent(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What is cached: the latent ``(b, 1, t, d_c)`` and the RoPE key ``(b, 1, t,
+        d_r)`` (before RoPE)."""
+        b, t, _ = x.shape
+        c, k_r = self.kv_a_proj_with_mqa(x).split(
+            [self.cfg.kv_lora_rank, self.cfg.qk_rope_head_dim], dim=-1
+        )
+        return self.kv_a_layernorm(c).view(b, 1, t, -1), k_r.view(b, 1, t, -1)
+
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0
+    ) -> torch.Tensor:
+        cfg = self.cfg
+        b, t, _ = x.shape
+        n_h, d_n, d_v = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.v_head_dim
+        start = cache.seen if cache is not None else 0
+        q_n, q_r = self.query(x).split([d_n, cfg.qk_rope_head_dim], dim=-1)
+        c, k_r = self.latent(x)
+        cos, sin = rope_cos_sin(
+            cfg.qk_rope_head_dim, t, offset=start, inv_freq=scaled_inv_freq(cfg)
+        )
+        q_r, k_r = (
+            apply_rope(q_r, cos.to(x), sin.to(x)),
+            apply_rope(k_r, cos.to(x), sin.to(x)),
+        )
+        if cache is not None:
+            c, k_r = cache.update(layer, c, k_r)  # (b, 1, t_k, d_c), (b, 1, t_k, d_r)
+        w = self.kv_b_proj.weight.view(n_h, d_n + d_v, cfg.kv_lora_rank)
+        w_uk, w_uv = w[:, :d_n], w[:, d_n:]  # (n_h, d_n, d_c), (n_h, d_v, d_c)
+        rope_scores = q_r @ k_r.transpose(-2, -1)  # (b, n_h, t, t_k)
+        if self.absorbed:  # attend over the latent: W_UK into q, W_UV after
+            q_c = torch.einsum("bhtn,hnc->bhtc", q_n, w_uk)
+            scores = q_c @ c.transpose(-2, -1) + rope_scores
+        else:  # expand every cached token to per-head keys and values
+            k_n = torch.einsum("bxsc,hnc->bhsn", c, w_uk)
+            v = torch.einsum("bxsc,hvc->bhsv", c, w_uv)
+            scores = q_n @ k_n.transpose(-2, -1) + rope_scores
+        scores = scores / math.sqrt(cfg.head_dim)
+        mask = attention_mask(t, c.shape[2], start, self.window, x.device)
+        probs = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        if self.absorbed:
+            out = torch.einsum("bhtc,hvc->bhtv", probs @ c, w_uv)
+        else:
+            out = probs @ v  # (b, n_h, t, d_v)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -269,17 +381,24 @@ class MLP(nn.Module):
     Shazeer 2020) or plain (GPT-2: down(act(up(x)))). Input and output ``(batch, seq,
     H)``."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, width: int | None = None):
         super().__init__()
-        H, I = cfg.hidden_size, cfg.intermediate_size
+        H, I = cfg.hidden_size, width or cfg.intermediate_size
         self.gated = cfg.mlp_type == "gated"
+        self.fused = cfg.fused_gate_up
         self.act = ACTIVATIONS[cfg.hidden_act]
-        if self.gated:
-            self.gate_proj = nn.Linear(H, I, bias=cfg.mlp_bias)
-        self.up_proj = nn.Linear(H, I, bias=cfg.mlp_bias)
+        if self.fused:  # Phi-3: gate and up in one matrix
+            self.gate_up_proj = nn.Linear(H, 2 * I, bias=cfg.mlp_bias)
+        else:
+            if self.gated:
+                self.gate_proj = nn.Linear(H, I, bias=cfg.mlp_bias)
+            self.up_proj = nn.Linear(H, I, bias=cfg.mlp_bias)
         self.down_proj = nn.Linear(I, H, bias=cfg.mlp_bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused:
+            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+            return self.down_proj(self.act(gate) * up)
         if self.gated:
             return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
         return self.down_proj(self.act(self.up_proj(x)))
@@ -296,15 +415,26 @@ class MoE(nn.Module):
         super().__init__()
         self.top_k, self.norm_topk_prob = cfg.num_experts_per_tok, cfg.norm_topk_prob
         self.router = nn.Linear(cfg.hidden_size, cfg.num_local_experts, bias=False)
-        self.experts = nn.ModuleList(MLP(cfg) for _ in range(cfg.num_local_experts))
+        if cfg.router_score_bias:  # DeepSeek-V3: shifts the choice, not the weights
+            self.e_score_correction_bias = nn.Parameter(
+                torch.zeros(cfg.num_local_experts)
+            )
+        width = cfg.expert_intermediate_size
+        self.experts = nn.ModuleList(
+            MLP(cfg, width) for _ in range(cfg.num_local_experts)
+        )
         self.shared_experts = nn.ModuleList(
-            MLP(cfg) for _ in range(cfg.n_shared_experts)
+            MLP(cfg, width) for _ in range(cfg.n_shared_experts)
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         probs = self.router(flat).softmax(dim=-1, dtype=torch.float32)  # as HF: in fp32
-        weights, chosen = probs.topk(self.top_k, dim=-1)
+        if hasattr(self, "e_score_correction_bias"):  # picks by biased score
+            chosen = (probs + self.e_score_correction_bias).topk(self.top_k, -1)[1]
+            weights = probs.gather(-1, chosen)
+        else:
+            weights, chosen = probs.topk(self.top_k, dim=-1)
         if self.norm_topk_prob:
             weights = weights / weights.sum(dim=-1, keepdim=True)
         weights = weights.to(flat.dtype)
@@ -326,17 +456,34 @@ class DecoderBlock(nn.Module):
     ``post_attention_layernorm`` after the FFN; the names are Hugging Face's pre-norm
     ones)."""
 
-    def __init__(self, cfg: ModelConfig, pre_norm: bool = True):
+    def __init__(self, cfg: ModelConfig, pre_norm: bool = True, layer: int = 0):
         super().__init__()
         self.pre_norm = pre_norm
-        self.input_layernorm = make_norm(cfg, cfg.hidden_size)
-        self.self_attn = Attention(cfg)
-        self.post_attention_layernorm = make_norm(cfg, cfg.hidden_size)
-        self.mlp = MoE(cfg) if cfg.is_moe else MLP(cfg)
+        self.layout = cfg.norm_layout
+        H = cfg.hidden_size
+        if self.layout != "post":
+            self.input_layernorm = make_norm(cfg, H)
+        self.self_attn = MLAttention(cfg) if cfg.is_mla else Attention(cfg)
+        self.self_attn.window = cfg.window_of(layer)
+        self.post_attention_layernorm = make_norm(cfg, H)
+        if self.layout == "sandwich":
+            self.pre_feedforward_layernorm = make_norm(cfg, H)
+        if self.layout in ("sandwich", "post"):
+            self.post_feedforward_layernorm = make_norm(cfg, H)
+        moe = cfg.is_moe and layer not in cfg.dense_layers
+        self.mlp = MoE(cfg) if moe else MLP(cfg)
 
     def forward(
         self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0
     ) -> torch.Tensor:
+        if self.layout == "sandwich":  # Gemma 2/3: norms before and after each block
+            attn = self.self_attn(self.input_layernorm(x), cache, layer)
+            h = x + self.post_attention_layernorm(attn)
+            ffn = self.mlp(self.pre_feedforward_layernorm(h))
+            return h + self.post_feedforward_layernorm(ffn)
+        if self.layout == "post":  # OLMo 2: norms on the blocks' outputs only
+            h = x + self.post_attention_layernorm(self.self_attn(x, cache, layer))
+            return h + self.post_feedforward_layernorm(self.mlp(h))
         if not self.pre_norm:
             h = self.input_layernorm(x + self.self_attn(x, cache, layer))
             return self.post_attention_layernorm(h + self.mlp(h))
@@ -372,7 +519,7 @@ class DecoderLM(nn.Module):
                 cfg.max_position_embeddings, cfg.hidden_size
             )
         self.layers = nn.ModuleList(
-            DecoderBlock(cfg) for _ in range(cfg.num_hidden_layers)
+            DecoderBlock(cfg, layer=i) for i in range(cfg.num_hidden_layers)
         )
         self.norm = make_norm(cfg, cfg.hidden_size)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
@@ -381,7 +528,11 @@ class DecoderLM(nn.Module):
 
     def new_cache(self) -> KVCache:
         """An empty `KVCache` for this model."""
-        return KVCache(self.cfg.num_hidden_layers, self.cfg.sliding_window)
+        cfg = self.cfg
+        if cfg.layer_types is None:
+            return KVCache(cfg.num_hidden_layers, cfg.sliding_window)
+        windows = [cfg.window_of(i) for i in range(cfg.num_hidden_layers)]
+        return KVCache(cfg.num_hidden_layers, windows)
 
     def forward(
         self, input_ids: torch.Tensor, cache: KVCache | None = None
@@ -400,6 +551,8 @@ class DecoderLM(nn.Module):
                 f"({self.cfg.max_position_embeddings}) of the learned position table"
             )
         x = self.embed_tokens(input_ids)
+        if self.cfg.embedding_scale:  # Gemma: times √H, no parameters
+            x = x * math.sqrt(self.cfg.hidden_size)
         if self.cfg.position_embedding_type == "learned":
             positions = torch.arange(start, start + input_ids.shape[1], device=x.device)
             x = x + self.embed_positions(positions)

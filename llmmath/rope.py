@@ -176,14 +176,16 @@ def llama3_inv_freq(
 
 
 def scaled_inv_freq(cfg: ModelConfig) -> torch.Tensor:
-    """The frequencies the model rotates with: `rope_inv_freq` at ``cfg.rope_theta``,
+    """The frequencies the model rotates with: `rope_inv_freq` at ``cfg.rope_theta``
+    over d_h (over d_r = ``qk_rope_head_dim`` with multi-head latent attention),
     scaled by ``cfg.rope_scaling`` when it is ``"linear"`` or ``"llama3"``.
 
     Raises:
         ConfigError: another ``rope_type`` (YaRN, dynamic NTK, ...), which llmmath does
         not model.
     """
-    inv_freq = rope_inv_freq(cfg.head_dim, cfg.rope_theta)
+    rotated = cfg.qk_rope_head_dim if cfg.is_mla else cfg.head_dim  # MLA: d_r only
+    inv_freq = rope_inv_freq(rotated, cfg.rope_theta)
     scaling = cfg.rope_scaling
     if scaling is None:
         return inv_freq

@@ -239,3 +239,57 @@ def test_cli_json_for_a_tiny_deepseek(write_config):
         counts.active,
         counts.mtp,
     )
+
+
+# --- torch reference modules ---------------------------------------------------------
+
+TINY_CONFIGS = {
+    "deepseek_v3": TINY_DEEPSEEK,
+    "deepseek_v2": {**TINY_DEEPSEEK, "model_type": "deepseek_v2", "q_lora_rank": None},
+    "qwen3_moe": tiny(
+        "qwen3_moe",
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=5,
+        mlp_only_layers=[0],
+    ),
+    "gemma": tiny("gemma"),
+    "gemma2": tiny("gemma2", sliding_window=3),
+    "gemma3_text": tiny("gemma3_text", sliding_window=3, sliding_window_pattern=2),
+    "phi3": tiny("phi3", sliding_window=3),
+    "olmo2": tiny("olmo2"),
+}
+
+
+@pytest.mark.parametrize("model_type", TINY_CONFIGS)
+def test_reference_model_numel_and_cached_decoding(model_type):
+    import torch
+
+    from llmmath.modules import build_model, generate
+    from tests.test_three_ways import check_three_ways
+
+    cfg = ModelConfig.from_hf_config(TINY_CONFIGS[model_type])
+    check_three_ways(cfg)
+    model = build_model(cfg, device="cpu", dtype=torch.float64)
+    prompt = torch.randint(
+        0, cfg.vocab_size, (2, 3), generator=torch.Generator().manual_seed(0)
+    )
+    cached, cache = generate(model, prompt, 5)
+    uncached, _ = generate(model, prompt, 5, use_cache=False)
+    assert torch.equal(cached, uncached)
+    # the cache holds what llmmath.kvcache says (latent layout for MLA)
+    assert cache.nbytes() == kv_cache_bytes(cfg, 2, 7, "fp64")
+
+
+def test_mla_absorbed_equals_naive():
+    import torch
+
+    from llmmath.modules import MLAttention
+
+    cfg = ModelConfig.from_hf_config(TINY_DEEPSEEK)
+    torch.manual_seed(0)
+    naive = MLAttention(cfg).double()
+    absorbed = MLAttention(cfg, absorbed=True).double()
+    absorbed.load_state_dict(naive.state_dict())
+    x = torch.randn(2, 5, cfg.hidden_size, dtype=torch.float64)
+    torch.testing.assert_close(absorbed(x), naive(x))

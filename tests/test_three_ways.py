@@ -14,13 +14,18 @@ from tests.strategies import any_config
 
 
 def torch_shapes(model) -> dict[str, tuple]:
-    """Parameter shapes of layer 0 and the non-layer tensors, with 'layers.0.' dropped
-    and the experts' index replaced by '*': name → (shape, copies)."""
+    """Parameter shapes of the non-layer tensors and of each layer's, with 'layers.i.'
+    dropped and the experts' index replaced by '*': name → (shape, copies). A name is
+    taken from the first layer that has it (DeepSeek's dense first layers and its MoE
+    layers hold different tensors)."""
     out: dict[str, tuple] = {}
+    first: dict[str, str] = {}  # name -> the layer prefix it was first seen in
     for name, p in model.named_parameters():
-        if name.startswith("layers.") and not name.startswith("layers.0."):
+        layer = re.match(r"layers\.\d+\.", name)
+        prefix = layer.group(0) if layer else ""
+        name = re.sub(r"(experts)\.\d+\.", r"\1.*.", name.removeprefix(prefix))
+        if first.setdefault(name, prefix) != prefix:
             continue
-        name = re.sub(r"(experts)\.\d+\.", r"\1.*.", name.removeprefix("layers.0."))
         shape, copies = out.get(name, (tuple(p.shape), 0))
         assert shape == tuple(p.shape)
         out[name] = (shape, copies + 1)
@@ -32,8 +37,11 @@ def check_three_ways(cfg: ModelConfig) -> None:
     model = build_model(cfg, device="meta")
     assert F.evaluate(F.total_formula(cfg), cfg) == counts.total == numel(model)
     assert torch_shapes(model) == {t.name: (t.shape, t.copies) for t in counts.tensors}
-    # every layer has the same parameters as layer 0
-    assert all(numel(layer) == counts.per_layer for layer in model.layers)
+    # every layer has the parameters counted for it
+    assert all(
+        numel(layer) == counts.layer_params(i) for i, layer in enumerate(model.layers)
+    )
+    assert numel(model.layers[-1]) == counts.per_layer
 
 
 @pytest.mark.parametrize("name", presets.names())
