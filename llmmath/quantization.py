@@ -1,0 +1,308 @@
+"""Quantized weights and caches: bits per weight, checkpoint bytes, GGUF block formats.
+
+A weight-only format stores each matrix of the decoder blocks as ``bits``-bit numbers
+(int8, int4, fp8) with one scale, and for asymmetric formats one zero point, per group
+of ``group_size`` consecutive weights of a row (per channel: one per row). Per weight
+that is
+
+    bits per weight = storage bits + (scale bits + zero-point bits) / group size
+
+so int4 with a bf16 scale per 128 weights costs 4 + 16/128 = 4.125 bits, and with a
+group of 32, 4.5 (Frantar et al. 2023, GPTQ, Sec. 4; Lin et al. 2024, AWQ, Sec. 3;
+Dettmers et al. 2022, LLM.int8(), Sec. 3 for int8 with per-row scales). The embedding,
+the LM head and the norms usually stay 16-bit (GPTQ and AWQ quantize only the linear
+layers of the blocks). The bytes build on `llmmath.memory.quantized_weight_bytes`
+(weights, scales, what stays 16-bit), adding zero points and a storage width: torchao's
+CPU tensors keep an int4 value in an int8 byte (`TORCHAO_INT4_CPU`), a packed file two
+per byte.
+
+GGUF files (llama.cpp) store rows in blocks: Q8_0 packs 32 weights and an fp16 scale
+in 34 bytes (8.5 bits per weight), Q4_K 256 weights in 144 bytes (4.5), Q6_K 256 in 210
+(6.5625); a "K_M" file mixes them tensor by tensor (`GGUF_BLOCKS`, `gguf_bytes`).
+
+A KV cache in fp8 or int8 halves the bf16 cache; a scale per head and token adds
+(scale bits) / d_h per value (`kv_cache_quantized_bytes`).
+
+Explained in the chapter *Serving* (``chapters/09b_serving.ipynb``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from llmmath.config import ConfigError, ModelConfig, check_positive_int
+from llmmath.counting import count_params
+from llmmath.kvcache import kv_cache_bytes, kv_cache_elements
+from llmmath.memory import quantized_weight_bytes, weight_bytes
+from llmmath.units import bytes_of, dtype_bits
+
+#: A group size larger than any row: one scale per row (per-channel quantization).
+PER_CHANNEL = None
+_WHOLE_ROW = 1 << 62
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """A weight-only number format for the matrices of the decoder blocks.
+
+    ``bits``: bits of information per weight (4 for int4); ``storage_bits``: bits it
+    occupies (8 when an int4 value sits in an int8 byte; default ``bits``);
+    ``group_size``: weights of a row sharing a scale (None: one per row);
+    ``scale_dtype`` and ``zero_point_dtype`` (None: symmetric, no zero point).
+    """
+
+    name: str
+    bits: int
+    group_size: int | None = 128
+    scale_dtype: str = "bf16"
+    zero_point_dtype: str | None = None
+    storage_bits: int | None = None
+
+    def __post_init__(self):
+        check_positive_int("bits", self.bits)
+        if self.group_size is not None:
+            check_positive_int("group_size", self.group_size)
+        if self.storage_bits is not None:
+            check_positive_int("storage_bits", self.storage_bits)
+        dtype_bits(self.scale_dtype)
+        if self.zero_point_dtype is not None:
+            dtype_bits(self.zero_point_dtype)
+
+    @property
+    def stored_bits(self) -> int:
+        return self.storage_bits or self.bits
+
+    @property
+    def bits_per_weight(self) -> Fraction | None:
+        """Storage bits + (scale + zero-point bits) / group size, exactly; None per
+        channel (it then depends on the row's length: `bits_per_weight`)."""
+        if self.group_size is None:
+            return None
+        return bits_per_weight(
+            self.stored_bits, self.group_size, self.scale_dtype, self.zero_point_dtype
+        )
+
+
+def bits_per_weight(
+    bits: int,
+    group_size: int,
+    scale_dtype: str = "bf16",
+    zero_point_dtype: str | None = None,
+) -> Fraction:
+    """Bits one weight costs with its share of the group's scale and zero point:
+    ``bits + (scale bits + zero-point bits) / group_size``, an exact Fraction
+    (Fraction(33, 8) for int4 with a bf16 scale per 128).
+
+    Raises:
+        ConfigError: ``bits`` or ``group_size`` not a positive integer, or an unknown
+            dtype.
+    """
+    check_positive_int("bits", bits)
+    check_positive_int("group_size", group_size)
+    extra = dtype_bits(scale_dtype)
+    if zero_point_dtype is not None:
+        extra += dtype_bits(zero_point_dtype)
+    return bits + Fraction(extra, group_size)
+
+
+#: The formats the `memory` command offers (``--weights``); int4 defaults to a bf16
+#: scale per 128 weights (GPTQ/AWQ), int8 and fp8 to one bf16 scale per row.
+WEIGHT_FORMATS = {
+    "bf16": None,
+    "fp8": WeightFormat("fp8", 8, PER_CHANNEL),
+    "int8": WeightFormat("int8", 8, PER_CHANNEL),
+    "int4": WeightFormat("int4", 4, 128),
+}
+
+#: torchao 0.18's CPU tensors (``IntxWeightOnlyConfig(torch.int4, PerGroup(g))``):
+#: int4 values in int8 bytes, a bf16 scale and an int8 zero point per group.
+TORCHAO_INT4_CPU = WeightFormat("int4", 4, 128, "bf16", "int8", storage_bits=8)
+#: torchao 0.18's ``Int8WeightOnlyConfig()``: per row, an fp32 scale and int8 zero.
+TORCHAO_INT8 = WeightFormat("int8", 8, PER_CHANNEL, "fp32", "int8")
+#: torchao 0.18's ``Float8WeightOnlyConfig()``: e4m3 values, an fp32 scale per row.
+TORCHAO_FP8 = WeightFormat("fp8", 8, PER_CHANNEL, "fp32")
+
+
+def weight_format(name: str, group_size: int | None = None) -> WeightFormat | None:
+    """The `WEIGHT_FORMATS` entry ``name`` (None for bf16), with ``group_size`` if
+    given.
+
+    Raises:
+        ConfigError: an unknown format, or a ``group_size`` that is not a positive
+            integer or given for bf16.
+    """
+    if name not in WEIGHT_FORMATS:
+        raise ConfigError(
+            f"weights must be one of {', '.join(WEIGHT_FORMATS)}; got {name!r}"
+        )
+    fmt = WEIGHT_FORMATS[name]
+    if group_size is None:
+        return fmt
+    if fmt is None:
+        raise ConfigError("group_size applies only to fp8, int8 or int4 weights")
+    return WeightFormat(fmt.name, fmt.bits, group_size, fmt.scale_dtype)
+
+
+def quantized_bytes(
+    cfg: ModelConfig, fmt: WeightFormat | None, kept_dtype: str = "bf16"
+) -> dict[str, int]:
+    """Bytes of a checkpoint whose block matrices are in ``fmt``, item by item:
+    ``"quantized weights"`` (at ``fmt.stored_bits``), ``"scales"``, ``"zero points"``,
+    ``"embedding and LM head"`` and ``"norms and biases"`` (both in ``kept_dtype``).
+    With ``fmt`` None every tensor is in ``kept_dtype`` (one item, ``"weights"``).
+
+    Builds on `llmmath.memory.quantized_weight_bytes`: rows are padded to whole groups,
+    every expert of a mixture is counted.
+
+    Raises:
+        ConfigError: an unknown dtype.
+    """
+    if fmt is None:
+        return {"weights": weight_bytes(cfg, kept_dtype)}
+    group = fmt.group_size or _WHOLE_ROW
+    items = quantized_weight_bytes(
+        cfg, fmt.stored_bits, group, fmt.scale_dtype, kept_dtype
+    )
+    zeros = 0
+    if fmt.zero_point_dtype is not None:  # as many zero points as scales
+        zeros = quantized_weight_bytes(cfg, 1, group, fmt.zero_point_dtype)["scales"]
+    return {
+        "quantized weights": items["quantized weights"],
+        "scales": items["scales"],
+        "zero points": zeros,
+        "embedding and LM head": items["embedding and LM head"],
+        "norms and biases": items["norms and biases"],
+    }
+
+
+def checkpoint_bits_per_weight(
+    cfg: ModelConfig, fmt: WeightFormat | None, kept_dtype: str = "bf16"
+) -> Fraction:
+    """Bits per parameter of the whole checkpoint (`quantized_bytes` × 8 / total
+    parameters): above the format's own because the embedding and LM head stay
+    16-bit."""
+    return Fraction(8 * sum(quantized_bytes(cfg, fmt, kept_dtype).values())) / (
+        count_params(cfg).total
+    )
+
+
+# --- GGUF -----------------------------------------------------------------------------
+
+#: (weights per block, bytes per block) of llama.cpp's GGML types (``ggml-common.h``:
+#: ``block_q8_0`` is an fp16 scale and 32 int8; ``block_q4_K`` an fp16 d and dmin, 12
+#: bytes of 6-bit sub-scales and mins, and 128 bytes of 4-bit values; ...).
+GGUF_BLOCKS = {
+    "F32": (1, 4),
+    "F16": (1, 2),
+    "BF16": (1, 2),
+    "Q8_0": (32, 34),
+    "Q4_0": (32, 18),
+    "Q4_1": (32, 20),
+    "Q5_0": (32, 22),
+    "Q5_1": (32, 24),
+    "Q2_K": (256, 84),
+    "Q3_K": (256, 110),
+    "Q4_K": (256, 144),
+    "Q5_K": (256, 176),
+    "Q6_K": (256, 210),
+}
+
+
+def gguf_bits_per_weight(kind: str) -> Fraction:
+    """8 × block bytes / block weights of a GGML type: Q8_0 17/2, Q4_K 9/2, Q6_K 105/16.
+
+    Raises:
+        ConfigError: an unknown type.
+    """
+    if kind not in GGUF_BLOCKS:
+        raise ConfigError(
+            f"GGUF type must be one of {', '.join(GGUF_BLOCKS)}; got {kind!r}"
+        )
+    n, size = GGUF_BLOCKS[kind]
+    return Fraction(8 * size, n)
+
+
+def gguf_row_bytes(width: int, kind: str) -> int:
+    """Bytes of one row of ``width`` weights in GGML type ``kind``.
+
+    Raises:
+        ConfigError: ``width`` is not a whole number of the type's blocks (llama.cpp
+            then falls back to another type for that tensor).
+    """
+    check_positive_int("width", width)
+    gguf_bits_per_weight(kind)
+    n, size = GGUF_BLOCKS[kind]
+    if width % n:
+        raise ConfigError(
+            f"a row of {width} weights is not a whole number of {kind} blocks of {n}"
+        )
+    return width // n * size
+
+
+#: A mix in the style of llama.cpp's Q4_K_M: Q4_K for the matrices, Q6_K for the LM
+#: head and the value projections, F32 for the norms (llama.cpp's own recipe also
+#: promotes some layers' ``ffn_down``; ``llama_tensor_get_type``).
+Q4_K_M_STYLE = {
+    "default": "Q4_K",
+    "lm_head": "Q6_K",
+    "v_proj": "Q6_K",
+    "norm": "F32",
+}
+
+
+def gguf_bytes(cfg: ModelConfig, recipe: dict[str, str]) -> dict[str, int]:
+    """Bytes of a GGUF file's tensors, tensor by tensor (summed over layers), for a
+    ``recipe`` mapping a tensor name part (``"v_proj"``), a group (``"attention"``,
+    ``"ffn"``, ``"embedding"``, ``"lm_head"``, ``"norm"``) or ``"default"`` to a GGML
+    type. 1-D tensors use the ``"norm"`` entry (llama.cpp keeps them F32). Metadata
+    and alignment padding are not counted.
+
+    Raises:
+        ConfigError: no type for a tensor, an unknown type, or rows that are not whole
+            blocks.
+    """
+    counts = count_params(cfg)
+    out = {}
+    for t in counts.tensors:
+        n = counts.total_of(t)
+        parts = t.name.split(".")
+        if len(t.shape) == 1:
+            kind = recipe.get("norm", "F32")
+        else:
+            kind = next(
+                (recipe[p] for p in parts if p in recipe),
+                recipe.get(t.group, recipe.get("default")),
+            )
+        if kind is None:
+            raise ConfigError(f"recipe has no GGUF type for {t.name}")
+        width = t.shape[-1]
+        out[t.name] = n // width * gguf_row_bytes(width, kind)
+    return out
+
+
+# --- the KV cache ---------------------------------------------------------------------
+
+
+def kv_cache_quantized_bytes(
+    cfg: ModelConfig,
+    batch: int = 1,
+    seq_len: int = 1,
+    dtype: str = "fp8",
+    scale_dtype: str | None = "fp32",
+) -> dict[str, int]:
+    """Bytes of a KV cache in ``dtype`` with one ``scale_dtype`` scale per head, token,
+    layer and K or V (None: a single scale per tensor, not counted): ``"values"`` and
+    ``"scales"``. Values alone are `llmmath.kvcache.kv_cache_bytes`.
+
+    Raises:
+        ConfigError: a size that is not a positive integer, or an unknown dtype.
+    """
+    values = kv_cache_bytes(cfg, batch, seq_len, dtype)
+    scales = 0
+    if scale_dtype is not None:
+        per_head = cfg.head_dim
+        scales = bytes_of(
+            kv_cache_elements(cfg, batch, seq_len) // per_head, scale_dtype
+        )
+    return {"values": values, "scales": scales}
