@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -77,7 +79,7 @@ class RopeScaling:
         if (
             isinstance(factor, bool)
             or not isinstance(factor, (int, float))
-            or factor <= 0
+            or not 0 < factor < math.inf  # NaN fails both
         ):
             raise ConfigError(
                 f"rope_scaling.factor must be a positive number, got {factor!r}"
@@ -100,6 +102,16 @@ class RopeScaling:
                         f"rope_scaling.{name} is missing; rope_type llama3 needs it"
                     )
         return scaling
+
+
+def _check_layer_count(name: str, value: Any) -> None:
+    """Refuse more than `MAX_LAYERS` layers (other types are left to the field's own
+    check)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_LAYERS:
+        raise ConfigError(
+            f"{name} must be at most {MAX_LAYERS:,} (no model has more layers), "
+            f"got {value:,}"
+        )
 
 
 def _boolean(name: str, value: Any) -> None:
@@ -219,6 +231,7 @@ class ModelConfig:
             "max_position_embeddings",
         ):
             check_positive_int(name, getattr(self, name))
+        _check_layer_count("num_hidden_layers", self.num_hidden_layers)
         if self.num_key_value_heads is None:
             object.__setattr__(self, "num_key_value_heads", self.num_attention_heads)
         check_positive_int("num_key_value_heads", self.num_key_value_heads)
@@ -273,7 +286,7 @@ class ModelConfig:
             if (
                 isinstance(value, bool)
                 or not isinstance(value, (int, float))
-                or value <= 0
+                or not 0 < value < math.inf  # NaN fails both
             ):
                 raise ConfigError(f"{name} must be a positive number, got {value!r}")
 
@@ -502,6 +515,8 @@ class ModelConfig:
             breaks a rule.
         """
         raw = _load_json(source)
+        for name in ("num_hidden_layers", "n_layer"):  # before any loop over layers
+            _check_layer_count(name, raw.get(name))
         model_type = raw.get("model_type")
         if model_type not in SUPPORTED_MODEL_TYPES:
             raise ConfigError(
@@ -520,37 +535,219 @@ class ModelConfig:
         return cls(**reader(raw, model_type))
 
 
+# --- the one JSON reader (issue 18) -------------------------------------------------
+#: A real config.json is a few kilobytes; nothing needs more than this many bytes.
+MAX_CONFIG_BYTES = 10 * 10**6
+#: Levels of nesting of JSON arrays and objects (the top-level object is level 1); real
+#: configs need four or five (``quantization_config``, ``text_config``).
+MAX_DEPTH = 32
+#: The largest integer magnitude a value may have: 2^63 - 1, the int64 range.
+MAX_INT = 2**63 - 1
+MAX_INT_DIGITS = len(str(MAX_INT))
+#: No model has more layers; loops over the layers stay instant below it.
+MAX_LAYERS = 10_000
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+class _Refused:
+    """A number the parser could not take as a value (non-finite, too many digits),
+    kept until the walk over the document can name its field."""
+
+    def __init__(self, rule: str, got: str) -> None:
+        self.rule, self.got = rule, got
+
+
+def _parse_constant(text: str) -> _Refused:
+    return _Refused("must be a finite number", text)
+
+
+def _parse_float(text: str) -> float | _Refused:
+    value = float(text)
+    if math.isfinite(value):
+        return value
+    return _Refused("must be a finite number", f"{text} (overflows to infinity)")
+
+
+def _parse_int(text: str) -> int | _Refused:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        return _Refused(
+            f"must be an integer of at most {MAX_INT:,} (2^63 - 1) in magnitude",
+            f"an integer of {digits:,} digits",
+        )
+    return int(text)
+
+
+def _too_deep(text: str) -> bool:
+    """True when brackets outside strings nest deeper than `MAX_DEPTH` (checked before
+    parsing, so the parser never recurses that deep)."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    depth = 0
+    for c in _NOT_BRACKET.sub("", _STRING.sub('""', text)):
+        depth += 1 if c in "[{" else -1
+        if depth > MAX_DEPTH:
+            return True
+    return False
+
+
+def _field(path: str) -> str:
+    return path or "the top-level value"
+
+
+def _digits(value: int) -> str:
+    if value.bit_length() > 10_000:  # str() refuses past 4,300 digits
+        return "more than 3,000"
+    return f"{len(str(abs(value))):,}"
+
+
+def check_json_values(raw: Any, source: str = "the config") -> None:
+    """Check every value of a parsed config: finite numbers, integers within ±(2^63 -
+    1), arrays and objects nested at most `MAX_DEPTH` deep, string keys, JSON types
+    only (a dict given to `ModelConfig.from_hf_config` is checked the same way).
+
+    Raises:
+        ConfigError: naming the field (``rope_scaling.factor``, ``layer_types[3]``)
+        and the rule.
+    """
+    stack = [(raw, "", 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        if value is None or isinstance(value, (str, bool)):
+            continue
+        if isinstance(value, _Refused):
+            raise ConfigError(f"{_field(path)} {value.rule}, got {value.got}")
+        if isinstance(value, int):
+            if abs(value) > MAX_INT:
+                raise ConfigError(
+                    f"{_field(path)} must be an integer of at most {MAX_INT:,} "
+                    f"(2^63 - 1) in magnitude, got one of {_digits(value)} digits"
+                )
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ConfigError(
+                    f"{_field(path)} must be a finite number, got {value}"
+                )
+            continue
+        if not isinstance(value, (Mapping, list, tuple)):
+            raise ConfigError(
+                f"{_field(path)} must be a JSON value (object, array, string, number, "
+                f"true, false or null), got {type(value).__name__}"
+            )
+        if depth > MAX_DEPTH:
+            raise ConfigError(
+                f"{source} nests arrays and objects deeper than {MAX_DEPTH} levels "
+                f"(at {_field(path)}); a config.json needs a few"
+            )
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise ConfigError(
+                        f"{_field(path)} has the key {key!r}; keys must be strings"
+                    )
+                stack.append((item, f"{path}.{key}" if path else key, depth + 1))
+        else:
+            stack += [(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
+
+
 def _load_json(source: str | os.PathLike | Mapping[str, Any]) -> Mapping[str, Any]:
     if isinstance(source, Mapping):
+        check_json_values(source)
         return source
-    path = os.fspath(source)
+    if not isinstance(source, (str, bytes, os.PathLike)):
+        raise ConfigError(
+            "a config must be a path or a dict (an already-parsed config.json), got "
+            f"{type(source).__name__}"
+        )
+    path = os.fsdecode(source)
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"config file {path!r} does not exist") from None
     except IsADirectoryError:
         raise ConfigError(
             f"config file {path!r} is a directory, not a config.json"
         ) from None
+    except (OSError, ValueError) as e:  # permissions, a name too long, a NUL byte
+        reason = getattr(e, "strerror", None) or str(e)
+        raise ConfigError(f"config file {path!r} cannot be read ({reason})") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(_too_big(f"config file {path!r}"))
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(f"config file {path!r} is not valid JSON ({e})") from None
     return parse_config_text(text, f"config file {path!r}")
+
+
+def _too_big(source: str) -> str:
+    return (
+        f"{source} is over {MAX_CONFIG_BYTES // 10**6} MB ({MAX_CONFIG_BYTES:,} "
+        "bytes); a config.json is a few kilobytes"
+    )
 
 
 def parse_config_text(text: str, source: str = "the pasted config.json") -> dict:
     """Parse the text of a ``config.json`` into a dict: the one JSON reader of the CLI
     (files) and the browser calculator (pasted text).
 
+    Rules: at most `MAX_CONFIG_BYTES` bytes (UTF-8); a JSON object; no key twice in
+    one object (the value would depend on the reader); arrays and objects at most
+    `MAX_DEPTH` deep; numbers finite (no ``NaN``, ``Infinity``, ``1e999``); integers
+    within ±`MAX_INT` (`check_json_values`).
+
     Raises:
-        ConfigError: naming ``source``, when the text is not JSON or not a JSON object.
+        ConfigError: naming ``source`` and the rule, or the field and the rule.
     """
+    if not isinstance(text, str):
+        raise ConfigError(f"{source} must be text, got {type(text).__name__}")
+    if len(text) > MAX_CONFIG_BYTES or (
+        4 * len(text) > MAX_CONFIG_BYTES
+        and len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES
+    ):
+        raise ConfigError(_too_big(source))
+    depth_error = ConfigError(
+        f"{source} nests arrays and objects deeper than {MAX_DEPTH} levels; a "
+        "config.json needs a few"
+    )
+    if _too_deep(text):
+        raise depth_error
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = {}
+        for key, value in pairs:
+            if key in obj:
+                raise ConfigError(
+                    f"{source} gives the key {key!r} twice; with a duplicate key the "
+                    "config is ambiguous"
+                )
+            obj[key] = value
+        return obj
+
     try:
-        raw = json.loads(text)
+        raw = json.loads(
+            text,
+            object_pairs_hook=unique,
+            parse_constant=_parse_constant,
+            parse_float=_parse_float,
+            parse_int=_parse_int,
+        )
     except json.JSONDecodeError as e:
         raise ConfigError(f"{source} is not valid JSON ({e})") from None
+    except RecursionError:
+        raise depth_error from None
+    except ConfigError:
+        raise
+    except ValueError as e:  # any other refusal of the parser, as one line
+        raise ConfigError(f"{source} is not valid JSON ({e})") from None
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source} must hold a JSON object, got {type(raw).__name__}")
+        kind = "number" if isinstance(raw, _Refused) else type(raw).__name__
+        raise ConfigError(f"{source} must hold a JSON object, got {kind}")
+    check_json_values(raw, source)
     return raw
 
 
@@ -638,6 +835,7 @@ def _qwen3_moe_fields(raw: Mapping[str, Any], layers: int) -> dict[str, Any]:
     only_mlp = _optional(raw, "mlp_only_layers", [])
     if not isinstance(only_mlp, list):
         raise ConfigError(f"mlp_only_layers must be a list, got {only_mlp!r}")
+    only = {i for i in only_mlp if isinstance(i, (int, float))}  # O(1) lookups
     norm = _optional(raw, "norm_topk_prob", False)
     _boolean("norm_topk_prob", norm)
     return dict(
@@ -645,7 +843,7 @@ def _qwen3_moe_fields(raw: Mapping[str, Any], layers: int) -> dict[str, Any]:
         num_experts_per_tok=_optional(raw, "num_experts_per_tok", 8),
         moe_intermediate_size=_optional(raw, "moe_intermediate_size", 768),
         norm_topk_prob=norm,
-        dense_layers=tuple(i for i in range(layers) if i in only_mlp or (i + 1) % step),
+        dense_layers=tuple(i for i in range(layers) if i in only or (i + 1) % step),
     )
 
 
