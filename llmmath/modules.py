@@ -295,6 +295,21 @@ class MLAttention(nn.Module):
         )
         return self.kv_a_layernorm(c).view(b, 1, t, -1), k_r.view(b, 1, t, -1)
 
+    def expand(
+        self, c: torch.Tensor, k_r: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The naive form's per-head keys ``(b, n_h, t, d_n + d_r)`` (the shared RoPE
+        key copied to every head) and values ``(b, n_h, t, d_v)`` from the latent ``(b,
+        1, t, d_c)`` and RoPE key ``(b, 1, t, d_r)``: what the ``"expanded"`` layout of
+        `llmmath.kvcache` would store."""
+        cfg = self.cfg
+        n_h, d_n, d_v = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.v_head_dim
+        w = self.kv_b_proj.weight.view(n_h, d_n + d_v, cfg.kv_lora_rank)
+        k_n = torch.einsum("bxsc,hnc->bhsn", c, w[:, :d_n])
+        v = torch.einsum("bxsc,hvc->bhsv", c, w[:, d_n:])
+        k = torch.cat([k_n, k_r.expand(-1, n_h, -1, -1)], dim=-1)
+        return k, v
+
     def forward(
         self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0
     ) -> torch.Tensor:
@@ -320,9 +335,8 @@ class MLAttention(nn.Module):
             q_c = torch.einsum("bhtn,hnc->bhtc", q_n, w_uk)
             scores = q_c @ c.transpose(-2, -1) + rope_scores
         else:  # expand every cached token to per-head keys and values
-            k_n = torch.einsum("bxsc,hnc->bhsn", c, w_uk)
-            v = torch.einsum("bxsc,hvc->bhsv", c, w_uv)
-            scores = q_n @ k_n.transpose(-2, -1) + rope_scores
+            k, v = self.expand(c, k_r)
+            scores = q_n @ k[..., :d_n].transpose(-2, -1) + rope_scores
         scores = scores / math.sqrt(cfg.head_dim)
         mask = attention_mask(t, c.shape[2], start, self.window, x.device)
         probs = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)

@@ -293,3 +293,17 @@ def test_mla_absorbed_equals_naive():
     absorbed.load_state_dict(naive.state_dict())
     x = torch.randn(2, 5, cfg.hidden_size, dtype=torch.float64)
     torch.testing.assert_close(absorbed(x), naive(x))
+
+
+def test_mla_expanded_layout_is_the_naive_forms_keys_and_values():
+    import torch
+
+    from llmmath.modules import MLAttention
+
+    cfg = ModelConfig.from_hf_config(TINY_DEEPSEEK)
+    attn = MLAttention(cfg)
+    c, k_r = attn.latent(torch.randn(2, 5, cfg.hidden_size))
+    k, v = attn.expand(c, k_r)
+    one_layer = cfg.replace(num_hidden_layers=1, dense_layers=())
+    assert k.nbytes + v.nbytes == kv_cache_bytes(one_layer, 2, 5, "fp32", "expanded")
+    assert c.nbytes + k_r.nbytes == kv_cache_bytes(one_layer, 2, 5, "fp32", "latent")
