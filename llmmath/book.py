@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import Any
 
 __all__ = [
+    "CHAPTER_MODEL_TYPES",
     "TERMS",
     "Table",
     "glue_float",
@@ -23,8 +24,36 @@ __all__ = [
     "glue_pct",
     "glue_str",
     "measured_terms",
+    "preset_names",
     "table",
 ]
+
+CHAPTER_MODEL_TYPES = (
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gpt2",
+    "mixtral",
+    "minimind",
+)
+"""The model types whose architecture chapters 1–13 derive their formulas for: every
+layer alike, multi-head-family attention, pre-norm. Newer types (MLA, sandwich norms,
+dense-then-MoE stacks) are counted by the package, not by these chapters' formulas."""
+
+
+def preset_names() -> tuple[str, ...]:
+    """The presets whose ``model_type`` is in `CHAPTER_MODEL_TYPES`, sorted by name.
+
+    Used by chapters 1–6 wherever a table or a check runs over "every preset".
+    """
+    from llmmath import presets
+
+    return tuple(
+        name
+        for name in presets.names()
+        if presets.load(name).model_type in CHAPTER_MODEL_TYPES
+    )
 
 
 def glue_str(key: str, text: str) -> None:

@@ -177,3 +177,14 @@ def test_measured_terms_counts_the_router():
     # the router (H × E) runs on every token; at most k of E experts run on each token
     router = 2 * b * t * 2 * 64 * E
     assert router < got["ffn"] <= router + cfg.num_experts_per_tok * dense["ffn"]
+
+
+def test_preset_names_are_the_chapters_model_types():
+    from llmmath import presets
+
+    names = book.preset_names()
+    assert names == tuple(sorted(names))
+    assert {"gpt2", "llama-2-7b", "mixtral-8x7b", "minimind2-moe"} <= set(names)
+    for name in presets.names():
+        kind = presets.load(name).model_type
+        assert (name in names) == (kind in book.CHAPTER_MODEL_TYPES), name
