@@ -113,3 +113,55 @@ def kv_cache_bytes_per_token(
     return bytes_of(
         cfg.num_hidden_layers * kv_values_per_token_per_layer(cfg, layout), dtype
     )
+
+
+def attention_cache_values(
+    cfg: ModelConfig,
+    num_key_value_heads: int | None = None,
+    kv_lora_rank: int | None = None,
+    qk_rope_head_dim: int | None = None,
+) -> dict[str, int]:
+    """Values one token adds to one layer's cache under each attention variant, with
+    ``cfg``'s n_h heads whose keys are d_k = d_h wide and values d_v (d_v = d_h except
+    with MLA) (DeepSeek-V2 report, Sec. 2.1.4, Table 1):
+
+    - ``"MHA"``: n_h·(d_k + d_v), every head its own key and value (2·n_h·d_h);
+    - ``"GQA"``: n_kv·(d_k + d_v), with ``num_key_value_heads`` (default ``cfg``'s, or
+      n_h / 8 rounded to a divisor when ``cfg`` has MHA or MLA);
+    - ``"MQA"``: d_k + d_v, one key and value for all heads;
+    - ``"MLA"``: d_c + d_r, the latent and the shared RoPE key (default ``cfg``'s, or
+      DeepSeek-V2's choice for a model without MLA: d_c = 4·d_h, d_r = d_h / 2).
+
+    Raises:
+        ConfigError: ``num_key_value_heads`` does not divide n_h, or a size is not a
+        positive integer.
+    """
+    n_h = cfg.num_attention_heads
+    d_k = cfg.head_dim
+    d_v = cfg.v_head_dim if cfg.is_mla else cfg.head_dim
+    if num_key_value_heads is None:
+        num_key_value_heads = cfg.num_key_value_heads
+        if num_key_value_heads == n_h:
+            num_key_value_heads = max(
+                d for d in range(1, n_h + 1) if n_h % d == 0 and d <= max(1, n_h // 8)
+            )
+    check_positive_int("num_key_value_heads", num_key_value_heads)
+    if n_h % num_key_value_heads:
+        raise ConfigError(
+            f"num_attention_heads ({n_h}) must be divisible by num_key_value_heads "
+            f"({num_key_value_heads})"
+        )
+    if kv_lora_rank is None:
+        kv_lora_rank = cfg.kv_lora_rank if cfg.is_mla else 4 * cfg.head_dim
+    if qk_rope_head_dim is None:
+        qk_rope_head_dim = (
+            cfg.qk_rope_head_dim if cfg.is_mla else max(1, cfg.head_dim // 2)
+        )
+    check_positive_int("kv_lora_rank", kv_lora_rank)
+    check_positive_int("qk_rope_head_dim", qk_rope_head_dim)
+    return {
+        "MHA": n_h * (d_k + d_v),
+        "GQA": num_key_value_heads * (d_k + d_v),
+        "MQA": d_k + d_v,
+        "MLA": kv_lora_rank + qk_rope_head_dim,
+    }

@@ -31,6 +31,7 @@ __all__ = [
     "AttentionExplorer",
     "Calculator",
     "Explorer",
+    "LatentAttentionExplorer",
     "MemoryBudget",
     "ParamExplorer",
     "RooflineExplorer",
@@ -240,3 +241,25 @@ class Calculator(Explorer):
 
     def __init__(self, preset: str = "llama-3-8b", **state: Any):
         super().__init__("calculator", preset=preset, **state)
+
+
+class LatentAttentionExplorer(Explorer):
+    """Chapter 7b: cached bytes per token of MHA, GQA, MQA and MLA for a preset and a
+    context (`explorers.mla`)."""
+
+    def __init__(
+        self,
+        preset: str = "deepseek-v3",
+        seq_len: int = 32768,
+        batch: int = 1,
+        dtype: str = "bf16",
+    ):
+        super().__init__(
+            "mla", preset=preset, seq_len=seq_len, batch=batch, dtype=dtype
+        )
+
+    @property
+    def values(self) -> dict[str, int]:
+        """Values cached per token and layer for each variant, as shown."""
+        rows = self.view["blocks"][0]["rows"] if not self.error else []
+        return {r[0]: int(r[1].replace(",", "")) for r in rows}
