@@ -33,10 +33,36 @@ from llmmath.kvcache import (
 )
 from llmmath.units import DTYPE_BITS, dtype_bits, human_bytes
 
+#: The CLI's bounds on sizes given as arguments (the calculator page uses the same).
+MAX_SEQ_LEN = 10**8
+MAX_BATCH = 10**6
+
+
+def one_line(message: str) -> str:
+    """``message`` with every line break escaped (``\\n``, ``\\r`` and the others
+    `str.splitlines` splits on), so that an error is one line whatever a user typed."""
+    return message.translate(_LINE_BREAKS)
+
+
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line and exit 2, as for bad configs
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+
+
+class _Once(argparse.Action):
+    """Store an option's value, refusing the option given twice (which value would
+    count is then ambiguous, as with a duplicate key in a config.json)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, f"_given_{self.dest}", False):
+            raise argparse.ArgumentError(
+                self, "given twice; give it once (which value counts is ambiguous)"
+            )
+        setattr(namespace, f"_given_{self.dest}", True)
+        setattr(namespace, self.dest, values)
 
 
 def resolve(model: str) -> tuple[str, ModelConfig]:
@@ -279,16 +305,26 @@ def _flops(args: argparse.Namespace) -> int:
     return 0
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a positive integer, got {text!r}"
-        ) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
+def _count(text: str, limit: int = 10**18) -> int:
+    """An argparse type: a positive integer of at most ``limit``, in ASCII digits
+    (no sign, spaces, underscores or other scripts' digits)."""
+    shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {shown!r}")
+    if len(text) > len(str(limit)) or int(text) > limit:
+        raise argparse.ArgumentTypeError(f"must be at most {limit:,}, got {shown}")
+    if int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return int(text)
+
+
+def _count_up_to(limit: int):
+    """`_count` with the bound ``limit``, as an argparse type."""
+
+    def count(text: str) -> int:
+        return _count(text, limit)
+
+    return count
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -322,16 +358,30 @@ def build_parser() -> argparse.ArgumentParser:
         "Exact KV cache size: 2 * L * batch * tokens * n_kv * d_h * bytes per element; "
         "a sliding window caps the tokens kept.",
     )
-    k.add_argument("--seq-len", type=_count, required=True, help="tokens per sequence")
-    k.add_argument("--batch", type=_count, default=1, help="sequences (default 1)")
+    k.add_argument(
+        "--seq-len",
+        type=_count_up_to(MAX_SEQ_LEN),
+        required=True,
+        action=_Once,
+        help=f"tokens per sequence (at most {MAX_SEQ_LEN:,})",
+    )
+    k.add_argument(
+        "--batch",
+        type=_count_up_to(MAX_BATCH),
+        default=1,
+        action=_Once,
+        help=f"sequences (default 1, at most {MAX_BATCH:,})",
+    )
     k.add_argument(
         "--dtype",
+        action=_Once,
         default="bf16",
         choices=list(DTYPE_BITS),
         help="cache number format (default bf16)",
     )
     k.add_argument(
         "--layout",
+        action=_Once,
         default="latent",
         choices=list(LAYOUTS),
         help="multi-head latent attention: cache the latent (default) or per-head "
@@ -344,13 +394,24 @@ def build_parser() -> argparse.ArgumentParser:
         "Forward FLOPs per token: 2 x every matmul weight (LM head included) plus QK^T "
         "and AV at length T.",
     )
-    f.add_argument("--seq-len", type=_count, required=True, help="sequence length T")
+    f.add_argument(
+        "--seq-len",
+        type=_count_up_to(MAX_SEQ_LEN),
+        required=True,
+        action=_Once,
+        help=f"sequence length T (at most {MAX_SEQ_LEN:,})",
+    )
     f.add_argument(
         "--attention",
+        action=_Once,
         choices=["causal", "full"],
         default="causal",
         help="count causal pairs (default) or all T x T",
     )
+
+    from llmmath.serving_cli import add_commands  # memory, speculative, measure
+
+    add_commands(sub, command, _count_up_to(MAX_SEQ_LEN), _Once)
 
     sub.add_parser(
         "coursework",
@@ -363,15 +424,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (0 on success, 2 on bad input)."""
+    """Entry point; returns the exit status: 0 on success (``--help`` included), 2 on
+    bad input (one line on stderr), 141 (128 + SIGPIPE) when stdout's reader went away
+    (``| head``), silently. Never raises `SystemExit`."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["coursework"]:  # its own parser, options and help included
-        from llmmath.coursework.cli import main as coursework_main
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:  # a path that is not UTF-8 is shown, not a crash
+        reconfigure(errors="backslashreplace")
+    try:
+        status = _run(argv)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        try:  # nothing more can reach the reader; keep Python's exit flush quiet
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 141
 
-        return coursework_main(argv[1:])
-    args = build_parser().parse_args(argv)
+
+def _run(argv: list[str]) -> int:
+    try:
+        if argv[:1] == ["coursework"]:  # its own parser, options and help included
+            from llmmath.coursework.cli import main as coursework_main
+
+            return coursework_main(argv[1:])
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse: --help (0) or a bad argument (2, one line)
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
     try:
         return args.run(args)
     except ConfigError as e:
-        print(f"llmmath: error: {e}", file=sys.stderr)
+        print(f"llmmath: error: {one_line(str(e))}", file=sys.stderr)
         return 2
