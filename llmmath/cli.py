@@ -195,9 +195,29 @@ def kv_cache_report(
 
 def _kv_cache(args: argparse.Namespace) -> int:
     name, cfg = resolve(args.model)
+    paged = None
+    if args.block_size is not None:  # whole blocks of B tokens (llmmath.paged_cache)
+        from llmmath.paged_cache import blocks_for, padded_tokens
+
+        paged = {
+            "block_size": args.block_size,
+            "requested_seq_len": args.seq_len,
+            "blocks_per_sequence": blocks_for(args.seq_len, args.block_size),
+            "wasted_slots_per_sequence": padded_tokens(args.seq_len, args.block_size)
+            - args.seq_len,
+        }
+        args.seq_len = padded_tokens(args.seq_len, args.block_size)
     result = kv_cache_report(
         name, cfg, args.seq_len, args.batch, args.dtype, args.layout
     )
+    if paged:
+        result.update(paged)
+        if not args.json:
+            print(
+                f"paged: {paged['blocks_per_sequence']:,} blocks of "
+                f"{args.block_size} tokens per sequence, {args.seq_len:,} slots "
+                f"({paged['wasted_slots_per_sequence']:,} empty in the last block)"
+            )
     total, per_token = result["bytes"], result["bytes_per_token"]
     cached = result["cached_tokens"]
     if args.json:
@@ -386,6 +406,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=list(LAYOUTS),
         help="multi-head latent attention: cache the latent (default) or per-head "
         "keys and values",
+    )
+    k.add_argument(
+        "--block-size",
+        type=_count_up_to(MAX_SEQ_LEN),
+        default=None,
+        action=_Once,
+        help="paged cache: round each sequence up to whole blocks of B tokens",
     )
     f = command(
         "flops",

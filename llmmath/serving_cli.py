@@ -1,0 +1,239 @@
+"""The serving commands of the command line: ``memory``, ``speculative`` and
+``measure`` (registered by `llmmath.cli.build_parser` through `add_commands`).
+
+``python -m llmmath memory MODEL --weights bf16|fp8|int8|int4 [--group-size G]
+[--kv-dtype D] [--batch B] [--seq-len T] [--gpu NAME] [--json]``: weights plus KV cache
+against a GPU. ``python -m llmmath speculative --alpha A --gamma G [--cost-ratio C]
+[--json]``: tokens per target pass and speed-up. ``python -m llmmath measure [MODEL]
+[--json]``: this machine's FLOP/s and bandwidth, and a small model's predicted and
+measured tokens per second (the only path that imports torch).
+
+Bad arguments exit 2 with one line on stderr, as every command does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from llmmath.config import ConfigError, ModelConfig
+from llmmath.kvcache import kv_cache_bytes
+from llmmath.units import DTYPE_BITS, human_bytes
+
+#: GPUs of `llmmath.roofline.GPUS`, named here so that building the parser stays light.
+GPU_NAMES = ("A100-SXM4-80GB", "H100-SXM5-80GB")
+WEIGHTS = ("bf16", "fp8", "int8", "int4")
+
+
+def memory_report(
+    name: str,
+    cfg: ModelConfig,
+    weights: str = "bf16",
+    group_size: int | None = None,
+    kv_dtype: str = "bf16",
+    batch: int = 1,
+    seq_len: int = 4096,
+    gpu: str = "H100-SXM5-80GB",
+) -> dict:
+    """What ``memory --json`` prints: ``"weight_bytes"``
+    (`llmmath.quantization.quantized_bytes`: block matrices in ``weights`` with a bf16
+    scale per group, embedding, LM head and norms in bf16), ``"kv_cache_bytes"``,
+    ``"total_bytes"`` and ``"fits"`` (total ≤ the GPU's memory as nvidia-smi reports
+    it, `llmmath.roofline.GPUS`). Bytes are exact ints.
+
+    Raises:
+        ConfigError: an unknown format, dtype or GPU, a group size for bf16, or a size
+        that is not a positive integer.
+    """
+    from llmmath.quantization import quantized_bytes, weight_format
+    from llmmath.roofline import GPUS
+
+    if gpu not in GPUS:
+        raise ConfigError(f"gpu must be one of {', '.join(GPUS)}; got {gpu!r}")
+    fmt = weight_format(weights, group_size)
+    items = quantized_bytes(cfg, fmt)
+    cache = kv_cache_bytes(cfg, batch, seq_len, kv_dtype)
+    total = sum(items.values()) + cache
+    return {
+        "model": name,
+        "weights": weights,
+        "group_size": fmt.group_size if fmt else None,
+        "weight_bytes": sum(items.values()),
+        "weight_items": items,
+        "kv_dtype": kv_dtype,
+        "batch": batch,
+        "seq_len": seq_len,
+        "kv_cache_bytes": cache,
+        "total_bytes": total,
+        "gpu": gpu,
+        "gpu_bytes": GPUS[gpu].memory,
+        "fits": total <= GPUS[gpu].memory,
+        "left_out": "activations, the CUDA context and allocator fragmentation",
+    }
+
+
+def _memory(args: argparse.Namespace) -> int:
+    from llmmath.cli import resolve
+
+    name, cfg = resolve(args.model)
+    r = memory_report(
+        name,
+        cfg,
+        args.weights,
+        args.group_size,
+        args.kv_dtype,
+        args.batch,
+        args.seq_len,
+        args.gpu,
+    )
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    group = f", groups of {r['group_size']}" if r["group_size"] else ""
+    lines = [f"{name}: weights in {args.weights}{group}, KV cache in {args.kv_dtype}"]
+    lines += [f"  {k:<24}{v:>20,} bytes" for k, v in r["weight_items"].items()]
+    lines += [
+        f"  {'weights':<24}{r['weight_bytes']:>20,} bytes",
+        f"  {'KV cache':<24}{r['kv_cache_bytes']:>20,} bytes "
+        f"({args.batch:,} x {args.seq_len:,} tokens)",
+        f"  {'total':<24}{r['total_bytes']:>20,} bytes = "
+        f"{human_bytes(r['total_bytes'])}",
+        f"  fits in {args.gpu} ({r['gpu_bytes']:,} bytes): "
+        f"{'yes' if r['fits'] else 'no'}",
+    ]
+    print("\n".join(lines))
+    return 0
+
+
+def _speculative(args: argparse.Namespace) -> int:
+    from llmmath.speculative import report
+
+    r = report(args.alpha, args.gamma, args.cost_ratio)
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return 0
+    print(
+        f"speculative decoding, alpha = {args.alpha}, gamma = {args.gamma}, "
+        f"a draft pass costs {args.cost_ratio} target passes\n"
+        f"  expected tokens per target pass: "
+        f"{r['expected_tokens_per_target_pass']:.4f}\n"
+        f"  speed-up over plain decoding: {r['speedup']:.4f}\n"
+        f"  best gamma for this alpha and cost: {r['best_gamma']}\n"
+        f"  {r['formula']} ({r['source']})"
+    )
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> int:
+    from llmmath.measure import format_report, measure_report
+
+    r = measure_report(args.model)
+    print(json.dumps(r, indent=2) if args.json else format_report(r))
+    return 0
+
+
+def _probability(text: str) -> float:
+    """An argparse type: a number in [0, 1) (an acceptance rate)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a number in [0, 1), got {text[:40]!r}"
+        ) from None
+    if not 0 <= value < 1:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text[:40]}")
+    return value
+
+
+def _nonnegative(text: str) -> float:
+    """An argparse type: a finite number ≥ 0 (a cost ratio)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a number >= 0, got {text[:40]!r}"
+        ) from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be finite and >= 0, got {text[:40]}")
+    return value
+
+
+def add_commands(sub, command, count, once=None) -> None:
+    """Add ``memory``, ``speculative`` and ``measure`` to the subparsers ``sub`` of
+    `llmmath.cli.build_parser`; ``command`` adds a MODEL command, ``count`` is the
+    CLI's positive-integer type and ``once`` its refuse-twice action."""
+    opt = {"action": once} if once else {}
+    m = command(
+        "memory",
+        _memory,
+        "weights (bf16, fp8, int8, int4) + KV cache against a GPU",
+        "Bytes of the weights in a quantized format (block matrices with a bf16 scale "
+        "per group; embedding, LM head and norms in bf16) plus the KV cache, and "
+        "whether they fit on the GPU.",
+    )
+    m.add_argument(
+        "--weights", default="bf16", choices=WEIGHTS, help="weights (bf16)", **opt
+    )
+    m.add_argument(
+        "--group-size",
+        type=count,
+        default=None,
+        help="weights per scale (default 128 for int4, one per row for int8 and fp8)",
+        **opt,
+    )
+    m.add_argument(
+        "--kv-dtype",
+        default="bf16",
+        choices=list(DTYPE_BITS),
+        help="KV cache number format (default bf16)",
+        **opt,
+    )
+    m.add_argument("--batch", type=count, default=1, help="sequences (1)", **opt)
+    m.add_argument(
+        "--seq-len", type=count, default=4096, help="tokens per sequence (4096)", **opt
+    )
+    m.add_argument(
+        "--gpu", default=GPU_NAMES[1], choices=GPU_NAMES, help=GPU_NAMES[1], **opt
+    )
+    sp = sub.add_parser(
+        "speculative",
+        help="speculative decoding: tokens per target pass and speed-up",
+        description="Expected tokens per target pass (1 - a^(g+1)) / (1 - a) and the "
+        "speed-up E / (g * c + 1) (Leviathan et al. 2023).",
+    )
+    sp.add_argument(
+        "--alpha",
+        type=_probability,
+        required=True,
+        help="acceptance rate, in [0, 1)",
+        **opt,
+    )
+    sp.add_argument(
+        "--gamma", type=count, required=True, help="draft tokens per pass", **opt
+    )
+    sp.add_argument(
+        "--cost-ratio",
+        type=_nonnegative,
+        default=0.0,
+        help="a draft pass's cost in target passes (default 0)",
+        **opt,
+    )
+    sp.add_argument("--json", action="store_true", help="print one JSON object")
+    sp.set_defaults(run=_speculative)
+    me = sub.add_parser(
+        "measure",
+        help="this machine's FLOP/s and bandwidth; predicted vs measured tokens/s",
+        description="Attained matmul FLOP/s and memory bandwidth (torch, on the CPU "
+        "and on CUDA if present), and a small reference model's predicted and "
+        "measured prefill and decode tokens per second. Imports torch.",
+    )
+    me.add_argument(
+        "model",
+        metavar="MODEL",
+        nargs="?",
+        default=None,
+        help="preset or config.json (default: a small reference model)",
+    )
+    me.add_argument("--json", action="store_true", help="print one JSON object")
+    me.set_defaults(run=_measure)
