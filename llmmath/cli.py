@@ -6,7 +6,9 @@ breakdown. ``python -m llmmath kv-cache <preset | config.json> --seq-len T [--ba
 config.json> --seq-len T [--attention causal|full] [--json]``: forward FLOPs per token.
 ``python -m llmmath coursework handout|key|editions|grade ...``: the teacher's commands
 (`llmmath.coursework.cli`): signed sheets per student and chapter, a student's answers,
-the blank editions, and grading in a sandbox.
+the blank editions, and grading in a sandbox. ``python -m llmmath parallel MODEL --gpus
+N [--dp D] [--tp T] [--pp P] [--ep E] [--zero 0-3] ...``: a training layout's memory and
+traffic per GPU (`llmmath.parallel_cli`).
 
 MODEL is a preset name or the path of a Hugging Face ``config.json``. Bad input exits
 with status 2 and one line on stderr, never a traceback. These paths import neither
@@ -439,6 +441,9 @@ def build_parser() -> argparse.ArgumentParser:
     from llmmath.serving_cli import add_commands  # memory, speculative, measure
 
     add_commands(sub, command, _count_up_to(MAX_SEQ_LEN), _Once)
+    from llmmath.parallel_cli import add_commands as add_parallel  # many GPUs
+
+    add_parallel(sub, command, _count_up_to(MAX_SEQ_LEN), _Once)
 
     sub.add_parser(
         "coursework",

@@ -824,7 +824,11 @@ def plan(
     for name, v in (("tp", tp), ("pp", pp)):
         check_positive_int(name, v)
     if dp is None:
-        dp = max(gpus // (tp * pp), 1)
+        if gpus % (tp * pp):
+            raise ConfigError(
+                f"gpus ({gpus}) must be divisible by tp·pp ({tp}·{pp} = {tp * pp})"
+            )
+        dp = gpus // (tp * pp)
     check_layout(cfg, gpus, dp, tp, pp, ep)
     _check_zero(zero)
     for name, v in (

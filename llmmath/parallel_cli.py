@@ -1,0 +1,127 @@
+"""The ``parallel`` command of the command line (registered by
+`llmmath.cli.build_parser` through `add_commands`).
+
+``python -m llmmath parallel MODEL --gpus N [--dp D] [--tp T] [--pp P] [--ep E]
+[--zero 0|1|2|3] [--micro-batches M] [--micro-batch-size B] [--seq-len S]
+[--sequence-parallel] [--chunks V] [--gpu h100|h800|a100] [--json]``: what each GPU
+holds and sends in one training step of that layout (`llmmath.parallel.plan`).
+
+A layout that does not fit together (dp·tp·pp ≠ gpus, heads not divisible by tp,
+layers by pp, experts by ep) exits 2 with one line on stderr. Imports neither torch nor
+SymPy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from llmmath.config import ModelConfig
+from llmmath.units import human_bytes
+
+CLUSTER_NAMES = ("h100", "h800", "a100")
+
+
+def parallel_report(name: str, cfg: ModelConfig, **layout) -> dict:
+    """What ``parallel --json`` prints: the model's name and `llmmath.parallel.Plan.
+    report` (``"params_per_gpu"`` in parameters; ``"model_state_bytes_per_gpu"``,
+    ``"activation_bytes_per_gpu"`` and ``"communication_bytes_per_step"`` by collective
+    in bytes; ``"pipeline_bubble_fraction"``; times in seconds).
+
+    Raises:
+        ConfigError: see `llmmath.parallel.plan`."""
+    from llmmath.parallel import plan
+
+    return {"model": name, **plan(cfg, **layout).report()}
+
+
+def _parallel(args: argparse.Namespace) -> int:
+    from llmmath.cli import resolve
+
+    name, cfg = resolve(args.model)
+    report = parallel_report(
+        name,
+        cfg,
+        gpus=args.gpus,
+        dp=args.dp,
+        tp=args.tp,
+        pp=args.pp,
+        ep=args.ep,
+        zero=args.zero,
+        micro_batches=args.micro_batches,
+        micro_batch_size=args.micro_batch_size,
+        seq_len=args.seq_len,
+        sequence_parallel=args.sequence_parallel,
+        chunks=args.chunks,
+        gpu=args.gpu,
+    )
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    r = report
+    lines = [
+        f"{name} on {r['gpus']:,} GPUs ({r['gpu']}): dp {r['dp']} x tp {r['tp']} x "
+        f"pp {r['pp']}, ep {r['ep']}, ZeRO-{r['zero']}",
+        f"  parameters per GPU    {r['params_per_gpu']:>22,}",
+        f"  model state per GPU   {r['model_state_bytes_per_gpu']:>22,} bytes = "
+        f"{human_bytes(r['model_state_bytes_per_gpu'])}",
+        f"  activations per GPU   {r['activation_bytes_per_gpu']:>22,} bytes = "
+        f"{human_bytes(r['activation_bytes_per_gpu'])}",
+        f"  fits in 80 GB         {'yes' if r['fits'] else 'no'}",
+        f"  pipeline bubble       {r['pipeline_bubble_fraction_exact']:>22} of a step",
+        "  bytes sent per GPU per step, by collective:",
+        *(
+            f"    {op:<20}{b:>22,}"
+            for op, b in r["communication_bytes_per_step"].items()
+            if b
+        ),
+        f"  step ≈ {r['step_seconds_total']:.3g} s, MFU ≈ {r['mfu']:.0%} "
+        "(ideal kernels)",
+    ]
+    print("\n".join(lines))
+    return 0
+
+
+def add_commands(sub, command, count, once=None) -> None:
+    """Add ``parallel`` to the subparsers ``sub`` of `llmmath.cli.build_parser`;
+    ``command`` adds a MODEL command, ``count`` is the CLI's positive-integer type and
+    ``once`` its refuse-twice action."""
+    opt = {"action": once} if once else {}
+    p = command(
+        "parallel",
+        _parallel,
+        "a training layout on many GPUs: memory and traffic per GPU",
+        "Data, tensor, pipeline and expert parallelism with ZeRO: parameters, model "
+        "state (16 bytes per parameter, sharded as configured), activations and bytes "
+        "sent per GPU in one step. dp defaults to gpus / (tp * pp).",
+    )
+    p.add_argument("--gpus", type=count, required=True, help="GPUs in all", **opt)
+    p.add_argument("--dp", type=count, default=None, help="data-parallel ranks", **opt)
+    for flag, text in (
+        ("--tp", "tensor-parallel ranks (1)"),
+        ("--pp", "pipeline stages (1)"),
+        ("--ep", "expert-parallel ranks (1)"),
+        ("--micro-batches", "micro-batches per step per replica (1)"),
+        ("--micro-batch-size", "sequences per micro-batch (1)"),
+        ("--chunks", "model chunks per GPU, interleaved schedule (1)"),
+    ):
+        p.add_argument(flag, type=count, default=1, help=text, **opt)
+    p.add_argument(
+        "--zero",
+        type=int,
+        choices=[0, 1, 2, 3],
+        default=0,
+        help="ZeRO stage (0)",
+        **opt,
+    )
+    p.add_argument(
+        "--seq-len", type=count, default=4096, help="tokens per sequence (4096)", **opt
+    )
+    p.add_argument(
+        "--sequence-parallel",
+        action="store_true",
+        help="split norms and dropout by the sequence (Korthikanti et al.)",
+    )
+    p.add_argument(
+        "--gpu", default="h100", choices=CLUSTER_NAMES, help="cluster (h100)", **opt
+    )
