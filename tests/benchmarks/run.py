@@ -11,7 +11,9 @@ Prints, against the targets of the foundation issue:
   its first result computed in the page by Pyodide, cold (target < 4 s), a later update
   (target < 100 ms), and the bytes the runtime (Pyodide, the wheel) adds to the site;
 - grading a class of 30 coursework sheets of one chapter, each in its own sandbox
-  (``python -m llmmath.coursework grade``, target < 60 s).
+  (``python -m llmmath.coursework grade``, target < 60 s);
+- the distributed tests (``tests/test_distributed.py``: two gloo processes and the fake
+  process group) as one pytest process (target < 60 s).
 """
 
 from __future__ import annotations
@@ -204,6 +206,24 @@ def coursework_class_time(students: int = 30, chapter: str = "07_kv_cache") -> f
     return seconds
 
 
+def distributed_tests_time() -> float:
+    """Seconds for ``pytest tests/test_distributed.py`` as a whole process: two gloo
+    ranks spawned once (FSDP2 and DTensor on the reference model) and the fake process
+    group at 70B and 405B (target < 60 s on 2 cores)."""
+    start = time.perf_counter()
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:nbval", "-o", "addopts=",
+         "tests/test_distributed.py"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )  # fmt: skip
+    seconds = time.perf_counter() - start
+    if run.returncode != 0:
+        raise RuntimeError(f"distributed tests failed: {run.stdout[-500:]}")
+    return seconds
+
+
 def report(label: str, seconds: float, target: float) -> None:
     verdict = "ok" if seconds < target else "OVER TARGET"
     print(
@@ -230,6 +250,11 @@ def main() -> None:
     for name in WIDGETS:
         report(f"{name} recompute and redraw", widget_time(name), 0.05)
     report("grade 30 coursework sheets (07_kv_cache)", coursework_class_time(), 60.0)
+    report(
+        "pytest tests/test_distributed.py (gloo, fake PG)",
+        distributed_tests_time(),
+        60.0,
+    )
     cold, later, added = site_times()
     report("site: first change to first live result, cold", cold, 4.0)
     report("site: a later update, computed in the page", later, 0.1)
