@@ -1007,3 +1007,103 @@ def view_text(view: View) -> str:
                 lines.append(" | ".join(block["headers"]))
             lines += [" | ".join(row) for row in block["rows"]]
     return "\n".join(lines)
+
+
+# --- chapter 9c: many GPUs ------------------------------------------------------------
+
+
+def _seconds(x: float) -> str:
+    if x == 0:
+        return "0 s"
+    return f"{x:,.3f} s" if x >= 0.001 else f"{x * 1000:,.3f} ms"
+
+
+def layout(state: Mapping) -> View:
+    """Chapter 9c's layout explorer: a preset, GPUs, tp, pp, ZeRO stage, micro-batches,
+    sequence length, sequence parallelism and cluster → what each GPU holds (parameters,
+    model state, activations against 80 GB), the bytes it sends by collective, and the
+    step time and MFU estimate of `llmmath.parallel.plan` (dp = gpus ÷ (tp·pp))."""
+    from llmmath.parallel import CLUSTERS, plan
+
+    state = {
+        "preset": "llama-3-70b",
+        "gpus": 1024,
+        "tp": 8,
+        "pp": 4,
+        "zero": 1,
+        "micro_batches": 8,
+        "seq_len": 8192,
+        "sequence_parallel": False,
+        "cluster": "h100",
+        **state,
+    }
+    name = state.get("preset")
+    cfg = presets.load(name) if name in presets.names() else None
+    heads = cfg.num_key_value_heads if cfg else 8
+    layers = cfg.num_hidden_layers if cfg else 80
+    controls = [
+        _preset_select(),
+        _number("gpus", "GPUs", 1, 10**6),
+        _select("tp", "tp", [t for t in (1, 2, 4, 8) if heads % t == 0]),
+        _select("pp", "pp", [p for p in divisors(layers) if p <= 64]),
+        _select("zero", "ZeRO", [[0, "0 (DP)"], [1, "1"], [2, "2"], [3, "3 (FSDP)"]]),
+        _number("micro_batches", "micro-batches", 1, 4096),
+        _number("seq_len", "sequence", 1, 10**6),
+        _check("sequence_parallel", "sequence parallel"),
+        _select("cluster", "GPUs and links", list(CLUSTERS)),
+    ]
+    try:
+        cfg = presets.load(_preset(state, "llama-3-70b"))
+        gpus = _int(state, "gpus", 1, 10**6)
+        tp = _int(state, "tp", 1, 4096)
+        pp = _int(state, "pp", 1, 4096)
+        zero = _choice(state, "zero", (0, 1, 2, 3), 1)
+        p = plan(
+            cfg,
+            gpus,
+            tp=tp,
+            pp=pp,
+            zero=zero,
+            micro_batches=_int(state, "micro_batches", 1, 4096),
+            seq_len=_int(state, "seq_len", 1, 10**6),
+            sequence_parallel=bool(state["sequence_parallel"]),
+            gpu=_choice(state, "cluster", tuple(CLUSTERS), "h100"),
+        )
+    except ConfigError as e:
+        return _error_view("layout", state, controls, e)
+    items = {**p.model_state, "activations": p.activation_bytes_per_gpu}
+    total = p.memory_bytes_per_gpu
+    memory_rows = [[k, f"{v:,}", f"{v / 10**9:,.2f}"] for k, v in items.items()]
+    memory_rows.append(["total", f"{total:,}", f"{total / 10**9:,.2f}"])
+    sent = [
+        [op.replace("_", "-"), f"{b:,}", f"{b / 10**9:,.2f}"]
+        for op, b in p.communication_bytes().items()
+        if b
+    ] or [["none", "0", "0.00"]]
+    times = [[k, _seconds(v)] for k, v in p.times().items()]
+    times.append(["step", _seconds(p.step_seconds)])
+    verdict = "fits" if p.fits else "does not fit"
+    return {
+        "kind": "layout",
+        "state": state,
+        "controls": controls,
+        "blocks": [
+            note(
+                f"dp {p.dp:,} × tp {p.tp} × pp {p.pp} on {p.gpus:,} GPUs, ZeRO-{zero}: "
+                f"{p.params_per_gpu:,} parameters per GPU; {verdict} in "
+                f"{p.cluster.memory / 10**9:,.0f} GB"
+            ),
+            table(memory_rows, ["per GPU", "bytes", "GB"]),
+            stack(items, p.cluster.memory),
+            table(sent, ["bytes sent per GPU per step", "bytes", "GB"]),
+            table(times, ["step time (estimate)", "seconds"]),
+            note(
+                f"{p.tokens_per_step:,} tokens per step; pipeline bubble "
+                f"{p.bubble} = {float(p.bubble):.1%}; MFU ≈ {p.mfu:.1%} with ideal "
+                "kernels"
+            ),
+        ],
+    }
+
+
+EXPLORERS["layout"] = layout

@@ -263,3 +263,55 @@ class LatentAttentionExplorer(Explorer):
         """Values cached per token and layer for each variant, as shown."""
         rows = self.view["blocks"][0]["rows"] if not self.error else []
         return {r[0]: int(r[1].replace(",", "")) for r in rows}
+
+
+class LayoutExplorer(Explorer):
+    """Chapter 9c: a training layout on many GPUs, dp × tp × pp with ZeRO → memory per
+    GPU, bytes sent and step time (`explorers.layout`, `llmmath.parallel.plan`)."""
+
+    def __init__(
+        self,
+        preset: str = "llama-3-70b",
+        gpus: int = 1024,
+        tp: int = 8,
+        pp: int = 4,
+        zero: int = 1,
+        micro_batches: int = 8,
+        seq_len: int = 8192,
+        sequence_parallel: bool = False,
+        cluster: str = "h100",
+    ):
+        super().__init__(
+            "layout",
+            preset=preset,
+            gpus=gpus,
+            tp=tp,
+            pp=pp,
+            zero=zero,
+            micro_batches=micro_batches,
+            seq_len=seq_len,
+            sequence_parallel=sequence_parallel,
+            cluster=cluster,
+        )
+
+    @property
+    def plan(self):
+        """The `llmmath.parallel.Plan` shown."""
+        from llmmath import presets
+        from llmmath.parallel import plan
+
+        s = self.state
+        return plan(
+            presets.load(s["preset"]),
+            s["gpus"],
+            tp=s["tp"],
+            pp=s["pp"],
+            zero=s["zero"],
+            micro_batches=s["micro_batches"],
+            seq_len=s["seq_len"],
+            sequence_parallel=bool(s["sequence_parallel"]),
+            gpu=s["cluster"],
+        )
+
+
+__all__.append("LayoutExplorer")
