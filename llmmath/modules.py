@@ -16,6 +16,7 @@ cache*.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -589,9 +590,23 @@ def build_model(
     is None)."""
     if seed is not None and str(device) != "meta":
         torch.manual_seed(seed)
-    with torch.device(device):
+    with torch.device(device), _no_linear_init(str(device) == "meta"):
         model = DecoderLM(cfg)
     return model.to(dtype) if dtype is not None else model
+
+
+@contextlib.contextmanager
+def _no_linear_init(skip: bool):
+    """On the meta device, skip ``nn.Linear``'s random initialisation: values that do
+    not exist, and most of the time of building DeepSeek-V3's 45,000 linear layers
+    (7 s instead of 2)."""
+    saved = nn.Linear.reset_parameters
+    if skip:
+        nn.Linear.reset_parameters = lambda self: None
+    try:
+        yield
+    finally:
+        nn.Linear.reset_parameters = saved
 
 
 @torch.no_grad()

@@ -389,7 +389,16 @@ def explorer_pages(site):
     pages = explorers_on(site)
     kinds = sorted({k for ks in pages.values() for k in ks})
     assert kinds == sorted(
-        ["params", "attention", "rotary", "serving", "memory", "roofline", "calculator"]
+        [
+            "params",
+            "attention",
+            "rotary",
+            "serving",
+            "memory",
+            "roofline",
+            "calculator",
+            "mla",
+        ]
     ), pages
     return pages
 
