@@ -307,3 +307,44 @@ def test_mla_expanded_layout_is_the_naive_forms_keys_and_values():
     one_layer = cfg.replace(num_hidden_layers=1, dense_layers=())
     assert k.nbytes + v.nbytes == kv_cache_bytes(one_layer, 2, 5, "fp32", "expanded")
     assert c.nbytes + k_r.nbytes == kv_cache_bytes(one_layer, 2, 5, "fp32", "latent")
+
+
+def measured_flops(module, *inputs) -> int:
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        module(*inputs)
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v3", "deepseek_v2", "phi3", "olmo2"])
+def test_attention_flops_measured(model_type):
+    import torch
+
+    from llmmath.flops import attention_flops
+    from llmmath.modules import Attention, MLAttention
+
+    cfg = ModelConfig.from_hf_config(TINY_CONFIGS[model_type])
+    cfg = cfg.replace(num_hidden_layers=1, dense_layers=())
+    attn = (MLAttention if cfg.is_mla else Attention)(cfg)
+    flops = measured_flops(attn, torch.randn(2, 5, cfg.hidden_size))
+    assert flops == attention_flops(cfg, 5, batch=2).total
+
+
+@pytest.mark.parametrize("form, absorbed", [("recompute", False), ("absorbed", True)])
+def test_mla_decode_flops_measured(form, absorbed):
+    import torch
+
+    from llmmath.flops import mla_decode_flops
+    from llmmath.modules import KVCache, MLAttention
+
+    cfg = ModelConfig.from_hf_config(TINY_DEEPSEEK)
+    cfg = cfg.replace(num_hidden_layers=1, dense_layers=())
+    attn, cache = MLAttention(cfg, absorbed=absorbed), KVCache(1)
+    with torch.no_grad():
+        attn(torch.randn(1, 6, cfg.hidden_size), cache)
+    cache.seen = 6
+    step = measured_flops(attn, torch.randn(1, 1, cfg.hidden_size), cache)
+    assert step == mla_decode_flops(cfg, 7, form)
