@@ -1020,9 +1020,10 @@ def _seconds(x: float) -> str:
 
 def layout(state: Mapping) -> View:
     """Chapter 9c's layout explorer: a preset, GPUs, tp, pp, ZeRO stage, micro-batches,
-    sequence length, sequence parallelism and cluster → what each GPU holds (parameters,
-    model state, activations against 80 GB), the bytes it sends by collective, and the
-    step time and MFU estimate of `llmmath.parallel.plan` (dp = gpus ÷ (tp·pp))."""
+    sequence length, sequence parallelism, recomputation and cluster → what each GPU
+    holds (parameters, model state, activations against 80 GB), the bytes it sends by
+    collective, and the step time and MFU estimate of `llmmath.parallel.plan` (dp =
+    gpus ÷ (tp·pp))."""
     from llmmath.parallel import CLUSTERS, plan
 
     state = {
@@ -1034,6 +1035,7 @@ def layout(state: Mapping) -> View:
         "micro_batches": 8,
         "seq_len": 8192,
         "sequence_parallel": False,
+        "recompute": False,
         "cluster": "h100",
         **state,
     }
@@ -1050,6 +1052,7 @@ def layout(state: Mapping) -> View:
         _number("micro_batches", "micro-batches", 1, 4096),
         _number("seq_len", "sequence", 1, 10**6),
         _check("sequence_parallel", "sequence parallel"),
+        _check("recompute", "recompute activations"),
         _select("cluster", "GPUs and links", list(CLUSTERS)),
     ]
     try:
@@ -1067,6 +1070,7 @@ def layout(state: Mapping) -> View:
             micro_batches=_int(state, "micro_batches", 1, 4096),
             seq_len=_int(state, "seq_len", 1, 10**6),
             sequence_parallel=bool(state["sequence_parallel"]),
+            recompute=bool(state["recompute"]),
             gpu=_choice(state, "cluster", tuple(CLUSTERS), "h100"),
         )
     except ConfigError as e:
@@ -1107,73 +1111,3 @@ def layout(state: Mapping) -> View:
 
 
 EXPLORERS["layout"] = layout
-
-
-# --- chapter 9b: serving --------------------------------------------------------------
-
-
-def speculative(state: Mapping) -> View:
-    """Chapter 9b's speculative decoding explorer: acceptance rate α, draft tokens γ and
-    a draft pass's cost c (in target passes) → expected tokens per target pass, the
-    speed-up and the best γ (`llmmath.speculative`, Leviathan et al. 2023, Eq. 1 and
-    Theorem 3.8), with the speed-up against γ."""
-    from llmmath.speculative import best_gamma, expected_tokens_per_pass, speedup
-
-    state = {"alpha": 0.8, "gamma": 4, "cost_ratio": 0.05, **state}
-    controls = [
-        _number("alpha", "acceptance α", 0, 0.99, "float", 0.01),
-        _number("gamma", "draft tokens γ", 1, 64),
-        _number("cost_ratio", "draft cost c", 0, 10, "float", 0.01),
-    ]
-    try:
-        alpha = _float(state, "alpha", 0, 0.99)
-        gamma = _int(state, "gamma", 1, 64)
-        cost = _float(state, "cost_ratio", 0, 10)
-    except ConfigError as e:
-        return _error_view("speculative", state, controls, e)
-    tokens = expected_tokens_per_pass(alpha, gamma)
-    gain = speedup(alpha, gamma, cost)
-    best = best_gamma(alpha, cost)
-    rows = [
-        ["expected tokens per target pass", f"{tokens:.3f}"],
-        ["cost of one iteration (target passes)", f"{gamma * cost + 1:.3f}"],
-        ["speed-up over plain decoding", f"{gain:.3f}×"],
-        ["best γ (1 … 64)", f"{best}"],
-        ["speed-up at the best γ", f"{speedup(alpha, best, cost):.3f}×"],
-        ["tokens per pass, γ → ∞", f"{1 / (1 - alpha):.3f}"],
-    ]
-    gammas = range(1, 33)
-    curve = [[g, speedup(alpha, g, cost)] for g in gammas]
-    top = max([p[1] for p in curve] + [gain, 1.0])
-    plot = {
-        "type": "plot",
-        "width": 440,
-        "height": 260,
-        "x": {"min": 1, "max": 32, "log": False, "label": "draft tokens γ (1 … 32)"},
-        "y": {"min": 0, "max": 1.1 * top, "log": False, "label": "speed-up"},
-        "series": [
-            {"points": [[1, 1.0], [32, 1.0]], "mode": "dashed", "color": "#999999"},
-            {
-                "points": curve,
-                "mode": "line",
-                "color": BAR_COLORS[0],
-                "label": f"α = {alpha:g}, c = {cost:g}",
-            },
-            {
-                "points": [[gamma, gain]],
-                "mode": "dots",
-                "color": BAR_COLORS[1],
-                "radius": 5.5,
-                "label": f"γ = {gamma}",
-            },
-        ],
-    }
-    return {
-        "kind": "speculative",
-        "state": state,
-        "controls": controls,
-        "blocks": [plot, table(rows)],
-    }
-
-
-EXPLORERS["speculative"] = speculative

@@ -535,6 +535,7 @@ def activation_bytes_per_gpu(
     chunks: int = 1,
     flash_attention: bool = True,
     dropout: bool = False,
+    recompute: bool = False,
 ) -> int:
     """Activation bytes the busiest GPU (first pipeline stage, tensor-parallel rank 0)
     keeps for the backward pass: each layer's items (`llmmath.memory.
@@ -543,7 +544,11 @@ def activation_bytes_per_gpu(
     sequence (⌈s/tp⌉ tokens), times L/pp layers, times the micro-batches in flight
     (`in_flight_micro_batches`). Korthikanti et al. 2022, Table 2: sbh(10 + 24/t +
     5as/(ht)) per GPT layer with tp, sbh(34/t + 5as/(ht)) with sequence parallelism.
-    The embedding output and the logits are left out."""
+    With ``recompute`` (full activation checkpointing, Chen et al. 2016; Korthikanti et
+    al. 2022, Sec. 3) each layer keeps only its input, 2·s·b·H bytes (÷ tp with
+    sequence parallelism), and one layer's activations of one micro-batch are rebuilt
+    at a time during the backward pass. The embedding output and the logits are left
+    out."""
     full = activation_bytes_per_layer(
         cfg, seq_len, micro_batch, dropout, flash_attention
     )
@@ -556,8 +561,12 @@ def activation_bytes_per_gpu(
             per_layer += short[item] if sequence_parallel else value
         else:
             per_layer += _ceil_div(value, tp)
-    per_stage = per_layer * (cfg.num_hidden_layers // pp)
-    return math.ceil(per_stage * in_flight_micro_batches(pp, micro_batches, chunks))
+    layers = cfg.num_hidden_layers // pp
+    in_flight = in_flight_micro_batches(pp, micro_batches, chunks)
+    if recompute:
+        kept = (short if sequence_parallel else full)["input of the first norm"]
+        return math.ceil(kept * layers * in_flight) + per_layer
+    return math.ceil(per_layer * layers * in_flight)
 
 
 # --- expert and context parallel ------------------------------------------------------
@@ -638,7 +647,9 @@ def check_layout(
 @dataclass(frozen=True)
 class Plan:
     """One layout of one model on one cluster, and what each GPU holds and sends in one
-    step (`plan` builds it). Bytes and parameters are exact ints; times are seconds."""
+    step (`plan` builds it). Bytes and parameters are exact ints; times are seconds.
+    With ``recompute`` the backward pass runs each block's forward again: 4/3 of the
+    model FLOPs are done, 3/3 counted in the MFU."""
 
     model: ModelConfig
     cluster: Cluster
@@ -658,6 +669,7 @@ class Plan:
     activation_bytes_per_gpu: int
     collectives: list[Collective] = field(default_factory=list)
     matmul_efficiency: float = 1.0
+    recompute: bool = False
 
     @property
     def model_state_bytes_per_gpu(self) -> int:
@@ -714,7 +726,8 @@ class Plan:
         InfiniBand across), pipeline sends, and the data-parallel time left after
         overlapping with the backward pass (2/3 of compute). An estimate: no kernel
         launch, load imbalance or straggler costs."""
-        compute = self.flops_per_step / (
+        passes = Fraction(4, 3) if self.recompute else 1  # one more forward pass
+        compute = float(self.flops_per_step * passes) / (
             self.gpus * self.cluster.gpu.peak_flops * self.matmul_efficiency
         )
         bubble = compute * float(
@@ -758,6 +771,7 @@ class Plan:
             "micro_batch_size": self.micro_batch_size,
             "seq_len": self.seq_len,
             "sequence_parallel": self.sequence_parallel,
+            "recompute": self.recompute,
             "params_per_gpu": self.params_per_gpu,
             "model_state_bytes_per_gpu": self.model_state_bytes_per_gpu,
             "model_state": self.model_state,
@@ -805,6 +819,7 @@ def plan(
     gpu: str | Cluster = "h100",
     flash_attention: bool = True,
     matmul_efficiency: float = 1.0,
+    recompute: bool = False,
 ) -> Plan:
     """The layout dp × tp × pp (dp defaults to gpus ÷ (tp·pp)) with ep-way expert
     parallelism inside the data-parallel group and ZeRO stage ``zero`` over it, on
@@ -865,6 +880,7 @@ def plan(
         sequence_parallel,
         chunks,
         flash_attention,
+        recompute=recompute,
     )
     per_stage = cfg.num_hidden_layers // pp
     collectives = []
@@ -927,6 +943,7 @@ def plan(
         activations,
         collectives,
         matmul_efficiency,
+        recompute,
     )
 
 

@@ -3,8 +3,9 @@
 
 ``python -m llmmath parallel MODEL --gpus N [--dp D] [--tp T] [--pp P] [--ep E]
 [--zero 0|1|2|3] [--micro-batches M] [--micro-batch-size B] [--seq-len S]
-[--sequence-parallel] [--chunks V] [--gpu h100|h800|a100] [--json]``: what each GPU
-holds and sends in one training step of that layout (`llmmath.parallel.plan`).
+[--sequence-parallel] [--recompute] [--chunks V] [--gpu h100|h800|a100] [--json]``:
+what each GPU holds and sends in one training step of that layout
+(`llmmath.parallel.plan`).
 
 A layout that does not fit together (dp·tp·pp ≠ gpus, heads not divisible by tp,
 layers by pp, experts by ep) exits 2 with one line on stderr. Imports neither torch nor
@@ -52,6 +53,7 @@ def _parallel(args: argparse.Namespace) -> int:
         micro_batch_size=args.micro_batch_size,
         seq_len=args.seq_len,
         sequence_parallel=args.sequence_parallel,
+        recompute=args.recompute,
         chunks=args.chunks,
         gpu=args.gpu,
     )
@@ -121,6 +123,11 @@ def add_commands(sub, command, count, once=None) -> None:
         "--sequence-parallel",
         action="store_true",
         help="split norms and dropout by the sequence (Korthikanti et al.)",
+    )
+    p.add_argument(
+        "--recompute",
+        action="store_true",
+        help="full activation checkpointing: keep each layer's input only",
     )
     p.add_argument(
         "--gpu", default="h100", choices=CLUSTER_NAMES, help="cluster (h100)", **opt

@@ -279,6 +279,7 @@ class LayoutExplorer(Explorer):
         micro_batches: int = 8,
         seq_len: int = 8192,
         sequence_parallel: bool = False,
+        recompute: bool = False,
         cluster: str = "h100",
     ):
         super().__init__(
@@ -291,6 +292,7 @@ class LayoutExplorer(Explorer):
             micro_batches=micro_batches,
             seq_len=seq_len,
             sequence_parallel=sequence_parallel,
+            recompute=recompute,
             cluster=cluster,
         )
 
@@ -310,26 +312,9 @@ class LayoutExplorer(Explorer):
             micro_batches=s["micro_batches"],
             seq_len=s["seq_len"],
             sequence_parallel=bool(s["sequence_parallel"]),
+            recompute=bool(s["recompute"]),
             gpu=s["cluster"],
         )
 
 
 __all__.append("LayoutExplorer")
-
-
-class SpeculativeExplorer(Explorer):
-    """Chapter 9b: speculative decoding, α, γ and the draft's cost → tokens per target
-    pass and speed-up (`explorers.speculative`)."""
-
-    def __init__(self, alpha: float = 0.8, gamma: int = 4, cost_ratio: float = 0.05):
-        super().__init__(
-            "speculative",
-            alpha=float(alpha),
-            gamma=gamma,
-            cost_ratio=float(cost_ratio),
-        )
-
-    table = _Text()
-
-
-__all__.append("SpeculativeExplorer")

@@ -52,6 +52,7 @@ def test_tensor_parallel_divides_the_parameters():
         {"micro_batches": 16},
         {"seq_len": 4096},
         {"sequence_parallel": True},
+        {"recompute": True},
         {"cluster": "a100"},
         {"preset": "llama-2-70b"},
     ],

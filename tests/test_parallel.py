@@ -143,6 +143,20 @@ def test_first_stage_keeps_p_micro_batches():
     assert 8 * interleaved == one * (8 + 3)  # 1 + (p − 1)/(p·v)
 
 
+def test_full_recomputation_keeps_the_block_inputs():
+    """Each layer keeps its input, 2·s·b·H bytes; one layer is rebuilt at a time."""
+    s, p, m = 2048, 4, 16
+    kw = dict(flash_attention=False, dropout=True)
+    one_layer = activation_bytes_per_gpu(GPT3, s, **kw) // GPT3.num_hidden_layers
+    kept = activation_bytes_per_gpu(
+        GPT3, s, pp=p, micro_batches=m, recompute=True, **kw
+    )
+    assert kept == 2 * s * 12288 * (96 // p) * p + one_layer
+    r = plan(GPT3, 64, tp=8, pp=8, micro_batches=16, seq_len=s, recompute=True)
+    t = r.times()
+    assert t["compute"] * 3 == pytest.approx(4 * r.flops_per_step / (64 * 989.4e12))
+
+
 def test_expert_all_to_all():
     cfg = presets.load("mixtral-8x7b")
     tokens = 4096
