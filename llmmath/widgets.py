@@ -318,3 +318,21 @@ class LayoutExplorer(Explorer):
 
 
 __all__.append("LayoutExplorer")
+
+
+class SpeculativeExplorer(Explorer):
+    """Chapter 9b: speculative decoding, α, γ and the draft's cost → tokens per target
+    pass and speed-up (`explorers.speculative`)."""
+
+    def __init__(self, alpha: float = 0.8, gamma: int = 4, cost_ratio: float = 0.05):
+        super().__init__(
+            "speculative",
+            alpha=float(alpha),
+            gamma=gamma,
+            cost_ratio=float(cost_ratio),
+        )
+
+    table = _Text()
+
+
+__all__.append("SpeculativeExplorer")
