@@ -307,9 +307,8 @@ def forward_flops_per_token(
     (at most W with a sliding window), and the count is averaged over the T positions:
     4·L·n_h·d_h·pairs/T, which is 2·L·n_h·d_h·(T + 1) without a window (pairs counted
     layer by layer, each in its own window; with MLA 2·n_h·(d_h + d_v) per pair, d_h =
-    d_n + d_r). Its matmul part
-    ≈ 2N (Kaplan et al. 2020, Sec. 2.1), closest for tied models: an untied model's N
-    also counts the embedding table, which does no FLOPs.
+    d_n + d_r). Its matmul part ≈ 2N (Kaplan et al. 2020, Sec. 2.1), closest for tied
+    models: an untied model's N also counts the embedding table, which does no FLOPs.
 
     Raises:
         ConfigError: ``seq_len`` not a positive integer, or ``attention`` not causal or
