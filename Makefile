@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 CHROMEDRIVER := /usr/bin/chromedriver
 
-.PHONY: book test browser sandbox serve benchmark lab setup vendor clean
+.PHONY: book test fuzz browser sandbox serve benchmark lab setup vendor clean
 
 book: $(STAMP)  ## build the book into _build/html (from the stored notebook outputs)
 	$(BIN)/jupyter-book build . --builder html
@@ -63,6 +63,12 @@ vendor:
 
 serve: ## serve the built book on http://localhost:8000
 	$(BIN)/python -m http.server --directory _build/html 8000
+
+# make test fuzzes the CLI and the calculator with a fixed set of about 600 hostile inputs
+# (tests/test_fuzz.py); this runs 40 times as many, from a new random seed each time.
+FUZZ_SCALE ?= 40
+fuzz: $(STAMP)  ## a larger fuzz run of the CLI and the calculator (about 24,000 cases)
+	FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/python -m pytest tests/test_fuzz.py --hypothesis-show-statistics
 
 benchmark: $(STAMP)  ## timings of the CLI, the import, each chapter and the widget
 	$(BIN)/python tests/benchmarks/run.py

@@ -597,6 +597,13 @@ def _field(path: str) -> str:
     return path or "the top-level value"
 
 
+def _child(path: str, key: str) -> str:
+    """``rope_scaling.factor``; a key that is not a name is quoted, ``x['a b']``."""
+    if not key.isidentifier():
+        return f"{path}[{key!r}]" if path else repr(key)
+    return f"{path}.{key}" if path else key
+
+
 def _digits(value: int) -> str:
     if value.bit_length() > 10_000:  # str() refuses past 4,300 digits
         return "more than 3,000"
@@ -648,7 +655,7 @@ def check_json_values(raw: Any, source: str = "the config") -> None:
                     raise ConfigError(
                         f"{_field(path)} has the key {key!r}; keys must be strings"
                     )
-                stack.append((item, f"{path}.{key}" if path else key, depth + 1))
+                stack.append((item, _child(path, key), depth + 1))
         else:
             stack += [(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
 
