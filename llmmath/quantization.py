@@ -306,3 +306,70 @@ def kv_cache_quantized_bytes(
             kv_cache_elements(cfg, batch, seq_len) // per_head, scale_dtype
         )
     return {"values": values, "scales": scales}
+
+
+# --- what follows for decode speed, and a real library's tensors ----------------------
+
+
+def quantized_decode_step(
+    cfg: ModelConfig,
+    gpu,
+    fmt: WeightFormat | None,
+    batch: int = 1,
+    context: int = 4096,
+    kv_dtype: str = "bf16",
+):
+    """`llmmath.roofline.decode_step` with the weights of `quantized_bytes`: the step
+    reads the whole checkpoint once except the embedding table, of which only ``batch``
+    rows (at most V), plus each sequence's cache in ``kv_dtype``. FLOPs are unchanged
+    (dequantizing is not counted). Returns a `llmmath.roofline.Step`.
+
+    Raises:
+        ConfigError: a size that is not a positive integer, or an unknown dtype or GPU.
+    """
+    from llmmath.roofline import GPUS, Step, decode_step
+
+    gpu = GPUS[gpu] if isinstance(gpu, str) else gpu
+    base = decode_step(cfg, gpu, batch, context, "bf16", kv_dtype)
+    whole = sum(quantized_bytes(cfg, fmt).values())
+    table = bytes_of(cfg.vocab_size * cfg.hidden_size, "bf16")
+    if cfg.tie_word_embeddings:  # one matrix, read whole as the LM head
+        table = 0
+    rows = bytes_of(min(batch, cfg.vocab_size) * cfg.hidden_size, "bf16")
+    cache = kv_cache_bytes(cfg, batch, context, kv_dtype)
+    return Step(base.flops, whole - table + rows + cache, gpu, batch)
+
+
+def torchao_bytes(cfg: ModelConfig, config) -> dict[str, int]:
+    """Quantize the block matrices of a `llmmath.modules.build_model` model of ``cfg``
+    (random bf16 weights, on the CPU) with torchao's ``config``, and measure the bytes
+    of its state dict by part: ``"qdata"``, ``"scale"``, ``"zero_point"`` (the tensors
+    torchao keeps, ``__tensor_flatten__``) and ``"kept"`` (the embedding, LM head and
+    norms left in bf16). torchao's import messages are silenced. Imports torch."""
+    import contextlib
+    import io
+    import warnings
+
+    import torch
+    from torch import nn
+
+    from llmmath.modules import build_model
+
+    with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torchao.quantization import quantize_
+
+        model = build_model(cfg, device="cpu", dtype=torch.bfloat16)
+        quantize_(
+            model,
+            config,
+            filter_fn=lambda m, fqn: isinstance(m, nn.Linear) and fqn != "lm_head",
+        )
+    out = {"qdata": 0, "scale": 0, "zero_point": 0, "kept": 0}
+    for t in model.state_dict().values():
+        if hasattr(t, "__tensor_flatten__"):
+            for part in t.__tensor_flatten__()[0]:
+                out[part] += getattr(t, part).nbytes
+        else:
+            out["kept"] += t.nbytes
+    return out

@@ -200,3 +200,19 @@ def test_int4_values_pack_two_to_a_byte():
         torch.where(unpacked > 7, unpacked - 16, unpacked), q.to(torch.int16)
     )
     assert packed.nbytes == 96 * 256 * 4 // 8
+
+
+def test_quantized_decode_step_bytes():
+    from llmmath.quantization import quantized_decode_step
+    from llmmath.roofline import decode_step
+
+    for name in ("llama-3-8b", "llama-3.2-1b"):  # untied and tied heads
+        cfg = presets.load(name)
+        for b in (1, 64):
+            plain = decode_step(cfg, "H100-SXM5-80GB", b, 4096)
+            step = quantized_decode_step(cfg, "H100-SXM5-80GB", None, b, 4096)
+            assert step.bytes == plain.bytes and step.flops == plain.flops
+    cfg = presets.load("llama-3-8b")
+    step = quantized_decode_step(cfg, "H100-SXM5-80GB", weight_format("int4"), 1, 4096)
+    kv = 2 * L * KV * 2 * 4096
+    assert step.bytes == BLOCK // 2 + 2 * BLOCK // 128 + 2 * (NORMS + V * H + H) + kv
