@@ -131,30 +131,21 @@ def _fsdp(cfg, ids) -> dict:
     }
 
 
-def _tp(cfg, ids, rank) -> dict:
+def _tp(cfg, ids) -> dict:
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import DTensor, Replicate
+    from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.debug import CommDebugMode
-    from torch.distributed.tensor.parallel import (
-        parallelize_module,
-    )
+    from torch.distributed.tensor.parallel import parallelize_module
 
+    from llmmath.distributed import local_heads, local_numel, megatron_plan
     from llmmath.modules import build_model
 
     ref = build_model(cfg, "cpu", seed=0)
     model = build_model(cfg, "cpu", seed=0)
     mesh = init_device_mesh("cpu", (WORLD,))
-    parallelize_module(model, mesh, tp_plan(model, Replicate))
-    for block in model.layers:  # each rank runs its own heads (torchtitan does this)
-        block.self_attn.cfg = cfg.replace(
-            num_attention_heads=cfg.num_attention_heads // WORLD,
-            num_key_value_heads=cfg.num_key_value_heads // WORLD,
-            head_dim=cfg.head_dim,
-        )
-    local = sum(
-        (p.to_local() if isinstance(p, DTensor) else p).numel()
-        for p in model.parameters()
-    )
+    parallelize_module(model, mesh, megatron_plan(model))
+    local_heads(model, WORLD)  # each rank runs its own heads (torchtitan does this)
+    local = local_numel(model)
     with _record(CommDebugMode)() as forward:
         out = model(ids)
     with _record(CommDebugMode)() as backward:
@@ -179,25 +170,6 @@ def _tp(cfg, ids, rank) -> dict:
     }
 
 
-def tp_plan(model, replicate) -> dict:
-    """Megatron-LM's plan for the reference model: q, k, v, gate, up by column, o and
-    down by row, the embedding and the LM head by vocabulary."""
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
-
-    plan = {
-        "embed_tokens": RowwiseParallel(input_layouts=replicate()),
-        "lm_head": ColwiseParallel(output_layouts=replicate()),
-    }
-    for i in range(len(model.layers)):
-        for name in ("q_proj", "k_proj", "v_proj"):
-            plan[f"layers.{i}.self_attn.{name}"] = ColwiseParallel()
-        plan[f"layers.{i}.self_attn.o_proj"] = RowwiseParallel()
-        for name in ("gate_proj", "up_proj"):
-            plan[f"layers.{i}.mlp.{name}"] = ColwiseParallel()
-        plan[f"layers.{i}.mlp.down_proj"] = RowwiseParallel()
-    return plan
-
-
 def _worker(rank: int, port: int, out_dir: str) -> None:
     import warnings
 
@@ -211,7 +183,7 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
         ids = torch.randint(
             0, cfg.vocab_size, (BATCH, SEQ), generator=torch.Generator().manual_seed(1)
         )
-        result = {"fsdp": _fsdp(cfg, ids), "tp": _tp(cfg, ids, rank)}
+        result = {"fsdp": _fsdp(cfg, ids), "tp": _tp(cfg, ids)}
     finally:
         dist.destroy_process_group()
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
@@ -396,19 +368,16 @@ def test_fsdp_shards_add_up_to_psi(name):
     [("llama-3-70b", 8, 0), ("llama-3.1-405b", 8, 7), ("llama-3.1-405b", 4, 3)],
 )
 def test_tensor_parallel_at_scale_on_meta(fake_group, name, tp, rank):
-    from torch.distributed.tensor import DTensor, Replicate
     from torch.distributed.tensor.parallel import parallelize_module
 
+    from llmmath.distributed import local_numel, megatron_plan
     from llmmath.modules import build_model
 
     mesh = fake_group(rank, tp)
     cfg = presets.load(name)
     model = build_model(cfg)
-    parallelize_module(model, mesh, tp_plan(model, Replicate))
-    local = sum(
-        (p.to_local() if isinstance(p, DTensor) else p).numel()
-        for p in model.parameters()
-    )
+    parallelize_module(model, mesh, megatron_plan(model))
+    local = local_numel(model)
     H, L, V = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size
     q, kv = (
         cfg.num_attention_heads * cfg.head_dim,
