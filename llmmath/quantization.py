@@ -340,6 +340,36 @@ def quantized_decode_step(
     return Step(base.flops, whole - table + rows + cache, gpu, batch)
 
 
+def torchao_config(kind: str, group_size: int | None = None):
+    """torchao 0.18's weight-only config for ``kind``: ``"int4"``
+    (``IntxWeightOnlyConfig(torch.int4, PerGroup(group_size))``, the CPU's int4:
+    `TORCHAO_INT4_CPU`), ``"int8"`` (``Int8WeightOnlyConfig()``, `TORCHAO_INT8`) or
+    ``"fp8"`` (``Float8WeightOnlyConfig()``, `TORCHAO_FP8`), imported with torchao's
+    import messages silenced. Imports torch.
+
+    Raises:
+        ConfigError: an unknown ``kind``, or int4 without a positive ``group_size``.
+    """
+    import contextlib
+    import io
+    import warnings
+
+    if kind not in ("int4", "int8", "fp8"):
+        raise ConfigError(f"kind must be one of int4, int8, fp8; got {kind!r}")
+    with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import torch
+        from torchao import quantization as q
+        from torchao.quantization.granularity import PerGroup
+
+    if kind == "int8":
+        return q.Int8WeightOnlyConfig()
+    if kind == "fp8":
+        return q.Float8WeightOnlyConfig()
+    check_positive_int("group_size", group_size)
+    return q.IntxWeightOnlyConfig(torch.int4, PerGroup(group_size))
+
+
 def torchao_bytes(cfg: ModelConfig, config) -> dict[str, int]:
     """Quantize the block matrices of a `llmmath.modules.build_model` model of ``cfg``
     (random bf16 weights, on the CPU) with torchao's ``config``, and measure the bytes
