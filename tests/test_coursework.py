@@ -151,6 +151,21 @@ CLOSED_FORMS = {
         n["hidden_size"] // n["num_attention_heads"],
         BYTES[n["dtype"]],
     ),
+    ("07b_latent_attention", 1): lambda n: (
+        n["num_hidden_layers"]
+        * (n["kv_lora_rank"] + n["qk_rope_head_dim"])
+        * BYTES[n["dtype"]]
+    ),
+    ("07b_latent_attention", 2): lambda n: (
+        n["num_hidden_layers"]
+        * (
+            n["num_attention_heads"]
+            * (n["qk_nope_head_dim"] + n["qk_rope_head_dim"] + n["v_head_dim"])
+            - n["kv_lora_rank"]
+            - n["qk_rope_head_dim"]
+        )
+        * 2
+    ),
     ("07_kv_cache", 2): lambda n: (
         n["batch"]
         * n["seq_len"]

@@ -69,6 +69,7 @@ CHAPTER_TITLES = {
     "05_norms": "Normalization: LayerNorm and RMSNorm",
     "06_rope": "RoPE: rotary position embedding",
     "07_kv_cache": "The KV cache",
+    "07b_latent_attention": "Multi-head latent attention",
     "08_flops": "FLOPs",
     "09_memory": "Memory and speed",
     "10_llama": "LLaMA 1 → 3",

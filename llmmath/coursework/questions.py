@@ -776,3 +776,63 @@ def _zoo_non_embedding(rng: random.Random) -> Problem:
 def chapters() -> tuple[str, ...]:
     """The chapters that have coursework, in order."""
     return tuple(sorted(BANK))
+
+
+# --- 7b. Multi-head latent attention --------------------------------------------------
+
+
+def _mla_shape(rng: random.Random) -> dict[str, int]:
+    """A DeepSeek-style MLA shape: n_h heads, latent d_c, rotary d_r, key and value
+    widths."""
+    return {
+        "num_hidden_layers": rng.randrange(8, 62),
+        "num_attention_heads": rng.choice([16, 32, 64, 128]),
+        "kv_lora_rank": rng.choice([256, 384, 512]),
+        "qk_nope_head_dim": rng.choice([64, 128]),
+        "qk_rope_head_dim": rng.choice([32, 64]),
+        "v_head_dim": rng.choice([64, 128]),
+    }
+
+
+def _mla_cfg(n: dict[str, int]) -> ModelConfig:
+    return _cfg(n, vocab_size=1, hidden_size=64, intermediate_size=1)
+
+
+@question("07b_latent_attention", "The latent cache")
+def _mla_latent(rng: random.Random) -> Problem:
+    from llmmath.kvcache import kv_cache_bytes_per_token
+
+    n = _mla_shape(rng)
+    dtype, size = rng.choice([("bf16", 2), ("fp32", 4), ("fp8", 1)])
+    return Problem(
+        f"A decoder with multi-head latent attention (DeepSeek-V2/V3) has\n"
+        f"{_listing(n)}\nIt caches the latent and the shared rotary key. How many "
+        f"bytes does one more token add to the cache of one sequence in {dtype} "
+        f"({size} bytes per number)?",
+        {**n, "dtype": dtype},
+        kv_cache_bytes_per_token(_mla_cfg(n), dtype),
+        "bytes",
+        "per layer kv_lora_rank + qk_rope_head_dim numbers; the heads do not multiply",
+    )
+
+
+@question("07b_latent_attention", "What expanding costs")
+def _mla_expanded(rng: random.Random) -> Problem:
+    from llmmath.kvcache import kv_cache_bytes_per_token
+
+    n = _mla_shape(rng)
+    cfg = _mla_cfg(n)
+    extra = kv_cache_bytes_per_token(cfg, "bf16", "expanded") - (
+        kv_cache_bytes_per_token(cfg, "bf16", "latent")
+    )
+    return Problem(
+        f"The same kind of model, with\n{_listing(n)}\nA naive implementation caches "
+        "each head's key (qk_nope_head_dim + qk_rope_head_dim numbers) and value "
+        "(v_head_dim) instead of the latent. How many more bytes per token does its "
+        "bf16 cache take than the latent one?",
+        n,
+        extra,
+        "bytes",
+        "expanded: n_h · (d_n + d_r + d_v) per layer; latent: d_c + d_r; times L and 2 "
+        "bytes",
+    )
