@@ -228,7 +228,7 @@ def _kv_cache(args: argparse.Namespace) -> int:
     if cfg.is_mla or cfg.layer_types is not None:
         print(
             f"{name}: KV cache for batch {args.batch} x {args.seq_len:,} tokens "
-            f"in {args.dtype} ({args.layout} layout)\n"
+            f"in {args.dtype} ({_cache_kind(cfg, args.layout)})\n"
             f"  {result['formula']}\n"
             f"  = {total:,} bytes = {human_bytes(total)}\n"
             f"  per token (one sequence): {per_token:,} bytes"
@@ -249,6 +249,18 @@ def _kv_cache(args: argparse.Namespace) -> int:
         f"  per token (one sequence): {per_token:,} bytes"
     )
     return 0
+
+
+def _cache_kind(cfg: ModelConfig, layout: str) -> str:
+    """How the cache is laid out, for the text report: MLA's layout, or which layers
+    keep a sliding window."""
+    if cfg.is_mla:
+        return f"{layout} layout"
+    sliding = sum(cfg.window_of(i) is not None for i in range(cfg.num_hidden_layers))
+    return (
+        f"sliding window {cfg.sliding_window} on {sliding} of "
+        f"{cfg.num_hidden_layers} layers"
+    )
 
 
 def _number(value):
