@@ -398,6 +398,7 @@ def explorer_pages(site):
             "roofline",
             "calculator",
             "mla",
+            "layout",
             "speculative",
         ]
     ), pages

@@ -203,6 +203,27 @@ CLOSED_FORMS = {
             n["gpu_gb"] * 10**9,
         )
     ),
+    ("09c_many_gpus", 1): lambda n: (
+        lambda psi, part: {
+            1: 4 * psi + 12 * part,
+            2: 2 * psi + 14 * part,
+            3: 16 * part,
+        }[n["zero"]]
+    )(_llama_total(n), -(-_llama_total(n) // n["gpus"])),
+    ("09c_many_gpus", 2): lambda n: (
+        lambda H, L, V, I, kv, t: (
+            L * ((2 * H * H + 2 * H * kv + 3 * H * I) // t + 2 * H)
+            + 2 * -(-V // t) * H
+            + H
+        )
+    )(
+        n["hidden_size"],
+        n["num_hidden_layers"],
+        n["vocab_size"],
+        n["intermediate_size"],
+        n["num_key_value_heads"] * n["hidden_size"] // n["num_attention_heads"],
+        n["tp"],
+    ),
     ("10_llama", 1): lambda n: (
         lambda p: _kv_token(p["L"], p["n_kv"] - n["num_key_value_heads"], p["d"], 2)
     )(_hf(n["preset"])),

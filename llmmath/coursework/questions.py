@@ -836,3 +836,48 @@ def _mla_expanded(rng: random.Random) -> Problem:
         "expanded: n_h · (d_n + d_r + d_v) per layer; latent: d_c + d_r; times L and 2 "
         "bytes",
     )
+
+
+# --- 9c. Many GPUs --------------------------------------------------------------------
+
+
+@question("09c_many_gpus", "ZeRO: model state per GPU")
+def _zero_state(rng: random.Random) -> Problem:
+    from llmmath.parallel import zero_model_state_bytes
+
+    n = _llama_shape(rng)
+    n |= {"gpus": rng.choice([8, 16, 32, 64, 128, 256]), "zero": rng.choice([1, 2, 3])}
+    psi = count_params(_cfg(n)).total
+    return Problem(
+        f"A Llama-style model with an untied LM head has\n{_listing(n)}\n"
+        "It is trained with mixed-precision Adam (bf16 weights and gradients, 12 bytes "
+        "of fp32 optimizer state per parameter) on gpus data-parallel GPUs with ZeRO "
+        "stage zero. How many bytes of model state does each GPU hold? A partition "
+        "holds ⌈Ψ/gpus⌉ parameters (Ψ the parameter count).",
+        n,
+        sum(zero_model_state_bytes(psi, n["gpus"], n["zero"]).values()),
+        "bytes",
+        "stage 1 partitions the 12 optimizer bytes, stage 2 also the 2 gradient bytes, "
+        "stage 3 also the 2 weight bytes; the rest stays whole on every GPU",
+    )
+
+
+@question("09c_many_gpus", "Tensor parallelism: parameters per GPU")
+def _tp_params(rng: random.Random) -> Problem:
+    from llmmath.parallel import tp_params_per_rank
+
+    n = _llama_shape(rng)
+    n["num_key_value_heads"] = max(n["num_key_value_heads"], 2)
+    n["tp"] = rng.choice([t for t in (2, 4, 8) if n["num_key_value_heads"] % t == 0])
+    return Problem(
+        f"A Llama-style model with an untied LM head has\n{_listing(n)}\n"
+        "It is split over tp GPUs with Megatron-LM's tensor parallelism: q, k, v, gate "
+        "and up projections by column, o and down by row, the embedding and the LM "
+        "head by vocabulary in chunks of ⌈V/tp⌉ rows, the norms replicated. How many "
+        "parameters does the first GPU (rank 0) hold?",
+        n,
+        tp_params_per_rank(_cfg(n), n["tp"]),
+        "parameters",
+        "every block matrix ÷ tp, plus the 2L + 1 norms whole, plus two vocabulary "
+        "chunks of ⌈V/tp⌉·H",
+    )
