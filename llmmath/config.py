@@ -547,7 +547,8 @@ MAX_INT_DIGITS = len(str(MAX_INT))
 #: No model has more layers; loops over the layers stay instant below it.
 MAX_LAYERS = 10_000
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A string, or an unterminated one up to the end (never a failed match: linear time).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
@@ -567,6 +568,9 @@ def _parse_float(text: str) -> float | _Refused:
     value = float(text)
     if math.isfinite(value):
         return value
+    if len(text) > 40:  # a number of a million digits is not shown whole
+        shown = f"{text[:20]}...{text[-10:]} ({len(text):,} characters, overflows "
+        return _Refused("must be a finite number", shown + "to infinity)")
     return _Refused("must be a finite number", f"{text} (overflows to infinity)")
 
 
@@ -582,15 +586,27 @@ def _parse_int(text: str) -> int | _Refused:
 
 def _too_deep(text: str) -> bool:
     """True when brackets outside strings nest deeper than `MAX_DEPTH` (checked before
-    parsing, so the parser never recurses that deep)."""
+    parsing, so the parser never recurses that deep). Linear time: pairs ``[]`` are
+    peeled off level by level, `MAX_DEPTH` times at most; what remains is walked."""
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return False
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text)).translate(_SQUARE)
+    for _ in range(MAX_DEPTH):
+        peeled = brackets.replace("[]", "")
+        if peeled == brackets:  # only unbalanced brackets left: invalid JSON
+            break
+        brackets = peeled
     depth = 0
-    for c in _NOT_BRACKET.sub("", _STRING.sub('""', text)):
-        depth += 1 if c in "[{" else -1
+    for c in brackets:  # short: anything balanced and shallow is gone
+        depth += 1 if c == "[" else -1
         if depth > MAX_DEPTH:
             return True
+        if depth < 0:  # a closing bracket too many: invalid JSON, the parser says so
+            return False
     return False
+
+
+_SQUARE = str.maketrans("{}", "[]")
 
 
 def _field(path: str) -> str:

@@ -421,7 +421,7 @@ def argv_for(draw) -> list[str]:
         | st.text(max_size=8)
     )
     argv = [name]
-    if draw(st.booleans()):
+    if name in HEAVY or draw(st.booleans()):  # without one, HEAVY runs its default
         argv.append(model)
     for _ in range(draw(st.integers(0, 5))):
         option = draw(st.sampled_from(options))

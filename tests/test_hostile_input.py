@@ -327,3 +327,18 @@ def test_one_line_escapes_every_line_break():
     text = "a\nb\rc\vd\fe\x1cf\x85g\u2028h\u2029i"
     assert len(one_line(text).splitlines()) == 1
     assert one_line("plain") == "plain"
+
+
+def test_hostile_texts_are_refused_in_linear_time():
+    """Texts built against the reader's own scanning: an unterminated string of
+    escaped quotes (quadratic for a naive string pattern), a number of millions of
+    digits, brackets of mismatched kinds."""
+    escapes = "[" * 40 + '"' + '\\"' * 2_000_000
+    assert "deeper than 32 levels" in refusal(escapes)
+    digits = with_field("x", "1" * 3_000_000 + ".5")
+    assert refusal(digits) == (
+        "x must be a finite number, got 11111111111111111111...11111111.5 (3,000,002 "
+        "characters, overflows to infinity)"
+    )
+    assert "is not valid JSON" in refusal("[}" * 40)
+    assert "deeper than" not in refusal("]" * 40 + "[" * 40)
