@@ -117,7 +117,7 @@ def cache_bytes(cache) -> int:
 def prefill(raw: dict, batch: int, seq_len: int):
     model = hf_model(raw, device="cpu").eval()
     ids = torch.randint(
-        0, 50, (batch, seq_len), generator=torch.Generator().manual_seed(0)
+        0, 20, (batch, seq_len), generator=torch.Generator().manual_seed(0)
     )
     with torch.no_grad():
         return model(ids, use_cache=True).past_key_values
@@ -178,3 +178,50 @@ def test_llmmath_and_its_cli_never_import_transformers():
         [sys.executable, "-c", code], capture_output=True, text=True, check=False
     )
     assert out.returncode == 0, out.stderr
+
+
+def random_config(rng: random.Random, model_type: str) -> dict:
+    """A tiny random config.json of ``model_type`` (sizes transformers accepts)."""
+    n_h = rng.choice([2, 4])
+    raw = tiny(
+        model_type,
+        num_hidden_layers=rng.randint(1, 4),
+        num_attention_heads=n_h,
+        num_key_value_heads=rng.choice([d for d in (1, 2, 4) if n_h % d == 0]),
+        head_dim=2 * rng.randint(1, 4),
+        hidden_size=4 * rng.randint(2, 6),
+        intermediate_size=rng.randint(3, 20),
+        vocab_size=rng.randint(20, 60),
+        tie_word_embeddings=rng.random() < 0.5,
+        **FOR_TINY.get(model_type, {}),
+    )
+    if model_type in ("gemma2", "gemma3_text", "phi3"):
+        raw["sliding_window"] = rng.randint(2, 6)
+    if model_type == "qwen3_moe":
+        raw |= {
+            "num_experts": rng.randint(1, 4),
+            "num_experts_per_tok": 1,
+            "moe_intermediate_size": rng.randint(2, 9),
+            "decoder_sparse_step": rng.randint(1, 2),
+        }
+    if model_type in ("olmo2", "qwen3_moe", "gemma"):
+        raw["attention_bias"] = rng.random() < 0.5
+    if model_type == "phi3":  # head_dim = H / n_h, even for RoPE
+        del raw["head_dim"]
+        raw["hidden_size"] = n_h * 2 * rng.randint(1, 4)
+    return raw
+
+
+@pytest.mark.parametrize(
+    "model_type", ["qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2"]
+)
+def test_random_configs_of_the_new_types(model_type):
+    rng = random.Random(model_type)
+    for _ in range(3):
+        raw = random_config(rng, model_type)
+        cfg = ModelConfig.from_hf_config(raw)
+        assert sum(hf_numel(hf_model(raw))) == count_params(cfg).total, raw
+        seq_len = 1  # one token: below every window
+        assert cache_bytes(prefill(raw, 2, seq_len)) == kv_cache_bytes(
+            cfg, 2, seq_len, "fp32"
+        )
