@@ -454,7 +454,7 @@ def test_random_arguments_get_an_answer_or_one_line(workdir, argv):
 
 
 def test_the_fuzzed_subcommands_include_every_counting_one():
-    assert {"params", "kv-cache", "flops", "coursework"} <= set(SUBCOMMANDS)
+    assert {"params", "kv-cache", "flops", "parallel", "coursework"} <= set(SUBCOMMANDS)
 
 
 def test_limits_are_what_the_messages_say():
