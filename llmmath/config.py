@@ -171,7 +171,11 @@ class ModelConfig:
       same counts in one tensor each). ``layer_types``: per layer ``"full_attention"``
       or ``"sliding_attention"`` (Gemma 2/3); without it a ``sliding_window`` applies to
       every layer. ``embedding_scale``: Gemma multiplies embeddings by √H (no
-      parameters).
+      parameters). ``attn_logit_softcapping`` / ``final_logit_softcapping``: Gemma 2's
+      c·tanh(x/c) on attention scores and on the logits; ``query_pre_attn_scalar``:
+      Gemma 2/3 scale scores by its inverse square root instead of 1/√d_h (none of
+      the three has parameters). ``rope_local_theta``: Gemma 3's RoPE base in its
+      sliding-window layers (``rope_local_base_freq``).
 
     Raises:
         ConfigError (a ``ValueError``): a field breaks a rule; the message names the
@@ -220,6 +224,10 @@ class ModelConfig:
     fused_gate_up: bool = False
     layer_types: tuple[str, ...] | None = None
     embedding_scale: bool = False
+    attn_logit_softcapping: float | None = None
+    final_logit_softcapping: float | None = None
+    query_pre_attn_scalar: float | None = None
+    rope_local_theta: float | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -376,6 +384,19 @@ class ModelConfig:
                 f"num_nextn_predict_layers must be a non-negative integer, got {n!r}"
             )
         _one_of("norm_layout", self.norm_layout, NORM_LAYOUTS)
+        for name in (
+            "attn_logit_softcapping",
+            "final_logit_softcapping",
+            "query_pre_attn_scalar",
+            "rope_local_theta",
+        ):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 0 < value < float("inf")
+            ):
+                raise ConfigError(f"{name} must be a positive number, got {value!r}")
         if self.layer_types is not None:
             if not isinstance(self.layer_types, tuple) or (
                 len(self.layer_types) != self.num_hidden_layers
@@ -821,9 +842,19 @@ def _rope_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         position_embedding_type="rope",
         qk_norm=model_type in ("qwen3", "qwen3_moe", "olmo2"),
         max_position_embeddings=_optional(raw, "max_position_embeddings", 2048),
-        rope_theta=_rope_theta(raw),
+        rope_theta=(
+            1000000.0  # MixtralConfig's default_theta
+            if model_type == "mixtral"
+            and raw.get("rope_theta") is None
+            and not isinstance(raw.get("rope_parameters"), Mapping)
+            else _rope_theta(raw)
+        ),
         rope_scaling=_rope_scaling(raw),
-        norm_eps=_optional(raw, "rms_norm_eps", 1e-6),
+        norm_eps=_optional(
+            raw,
+            "rms_norm_eps",
+            1e-5 if model_type in ("phi3", "olmo2", "mixtral") else 1e-6,
+        ),  # the defaults of transformers' configuration classes
         sliding_window=_sliding_window(raw, model_type),
     )
     if model_type == "mixtral":
@@ -987,8 +1018,24 @@ def _gemma_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         ]
     if not isinstance(layer_types, list):
         raise ConfigError(f"layer_types must be a list, got {layer_types!r}")
+    gemma2 = model_type == "gemma2"  # Gemma2Config's soft-capping defaults
     fields.update(
+        attn_logit_softcapping=raw.get(
+            "attn_logit_softcapping", 50.0 if gemma2 else None
+        ),
+        final_logit_softcapping=raw.get(
+            "final_logit_softcapping", 30.0 if gemma2 else None
+        ),
+        query_pre_attn_scalar=_optional(raw, "query_pre_attn_scalar", 256),
         norm_layout="sandwich",
+        **(
+            {
+                "rope_theta": _optional(raw, "rope_theta", 1000000.0),
+                "rope_local_theta": _optional(raw, "rope_local_base_freq", 10000.0),
+            }
+            if model_type == "gemma3_text"  # Gemma3TextConfig's two bases
+            else {}
+        ),
         qk_norm=model_type == "gemma3_text",
         sliding_window=_optional(raw, "sliding_window", 4096),
         layer_types=tuple(layer_types),

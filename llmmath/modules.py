@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from llmmath.config import ConfigError, ModelConfig
-from llmmath.rope import apply_rope, rope_cos_sin, scaled_inv_freq
+from llmmath.rope import apply_rope, rope_cos_sin, rope_inv_freq, scaled_inv_freq
 
 ACTIVATIONS = {
     "silu": F.silu,
@@ -193,6 +193,7 @@ class Attention(nn.Module):
             self.q_norm = make_norm(cfg, d_h if cfg.qk_norm_per_head else n_h * d_h)
             self.k_norm = make_norm(cfg, d_h if cfg.qk_norm_per_head else n_kv * d_h)
         self.window: int | None = cfg.sliding_window  # set per layer by DecoderBlock
+        self.rope_theta = cfg.rope_theta  # Gemma 3's local layers: rope_local_theta
 
     def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Queries ``(b, t, n_h·d_h)``, keys and values ``(b, t, n_kv·d_h)``."""
@@ -218,9 +219,12 @@ class Attention(nn.Module):
         if cfg.qk_norm and cfg.qk_norm_per_head:
             q, k = self.q_norm(q), self.k_norm(k)
         if cfg.position_embedding_type == "rope":
-            cos, sin = rope_cos_sin(
-                cfg.head_dim, t, offset=start, inv_freq=scaled_inv_freq(cfg)
+            inv_freq = (
+                scaled_inv_freq(cfg)
+                if self.rope_theta == cfg.rope_theta
+                else rope_inv_freq(cfg.head_dim, self.rope_theta)
             )
+            cos, sin = rope_cos_sin(cfg.head_dim, t, offset=start, inv_freq=inv_freq)
             q, k = (
                 apply_rope(q, cos.to(x), sin.to(x)),
                 apply_rope(k, cos.to(x), sin.to(x)),
@@ -228,7 +232,11 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(layer, k, v)  # (b, n_kv, t_k, d_h)
         k, v = repeat_kv(k, cfg.group_size), repeat_kv(v, cfg.group_size)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(cfg.head_dim)  # (b, n_h, t, t_k)
+        scale = cfg.query_pre_attn_scalar or cfg.head_dim  # Gemma 2/3: their scalar
+        scores = q @ k.transpose(-2, -1) / math.sqrt(scale)  # (b, n_h, t, t_k)
+        if cfg.attn_logit_softcapping:  # Gemma 2: c·tanh(s / c)
+            cap = cfg.attn_logit_softcapping
+            scores = cap * torch.tanh(scores / cap)
         mask = attention_mask(t, k.shape[2], start, self.window, x.device)
         scores = scores.masked_fill(~mask, float("-inf"))
         out = scores.softmax(dim=-1) @ v  # (b, n_h, t, d_h)
@@ -480,6 +488,8 @@ class DecoderBlock(nn.Module):
             self.input_layernorm = make_norm(cfg, H)
         self.self_attn = MLAttention(cfg) if cfg.is_mla else Attention(cfg)
         self.self_attn.window = cfg.window_of(layer)
+        if cfg.rope_local_theta and cfg.window_of(layer):  # Gemma 3's local layers
+            self.self_attn.rope_theta = cfg.rope_local_theta
         self.post_attention_layernorm = make_norm(cfg, H)
         if self.layout == "sandwich":
             self.pre_feedforward_layernorm = make_norm(cfg, H)
@@ -575,7 +585,11 @@ class DecoderLM(nn.Module):
             x = layer(x, cache, i)
         if cache is not None:
             cache.seen += input_ids.shape[1]
-        return self.lm_head(self.norm(x))
+        logits = self.lm_head(self.norm(x))
+        if self.cfg.final_logit_softcapping:  # Gemma 2: c·tanh(logits / c)
+            cap = self.cfg.final_logit_softcapping
+            logits = cap * torch.tanh(logits / cap)
+        return logits
 
 
 def build_model(

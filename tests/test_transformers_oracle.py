@@ -225,3 +225,53 @@ def test_random_configs_of_the_new_types(model_type):
         assert cache_bytes(prefill(raw, 2, seq_len)) == kv_cache_bytes(
             cfg, 2, seq_len, "fp32"
         )
+
+
+def reference_state_dict(hf, model_type: str) -> dict:
+    """transformers' weights under the reference model's names: Gemma's RMSNorms hold
+    w with output x·(1 + w) (the reference's hold 1 + w); fused experts ``(E, 2I, H)``
+    split into each expert's gate and up."""
+    out = {}
+    for name, p in hf.named_parameters():
+        name = name.removeprefix("model.")
+        if model_type.startswith("gemma") and "norm" in name:
+            p = 1 + p
+        if name.endswith("mlp.gate.weight"):
+            name = name.replace("mlp.gate.", "mlp.router.")
+        if name.endswith("experts.gate_up_proj"):
+            prefix = name.removesuffix("gate_up_proj")
+            for e, w in enumerate(p):
+                gate, up = w.chunk(2, dim=0)
+                out[f"{prefix}{e}.gate_proj.weight"] = gate
+                out[f"{prefix}{e}.up_proj.weight"] = up
+            continue
+        if name.endswith("experts.down_proj"):
+            for e, w in enumerate(p):
+                out[f"{name.removesuffix('down_proj')}{e}.down_proj.weight"] = w
+            continue
+        out[name] = p
+    return out
+
+
+@pytest.mark.parametrize(
+    "model_type",
+    [t for t in ALL if not t.startswith("deepseek") and t != "gpt2"],
+)
+def test_reference_model_computes_what_transformers_computes(model_type):
+    """Same weights, same logits: the reference modules' norm placement, fused
+    projections, q/k norms, windows, soft-capping, √H scale and RoPE bases are
+    transformers'. (DeepSeek's router, sigmoid scores over expert groups, is not
+    modelled by the reference MoE, and GPT-2 stores Conv1D weights transposed.)"""
+    from llmmath.modules import build_model
+
+    raw = ALL[model_type]
+    cfg = ModelConfig.from_hf_config(raw)
+    hf = hf_model(raw, device="cpu").double().eval()
+    ours = build_model(cfg, device="cpu", dtype=torch.float64).eval()
+    missing, unexpected = ours.load_state_dict(
+        reference_state_dict(hf, model_type), strict=False
+    )
+    assert not unexpected and set(missing) <= {"lm_head.weight"}  # tied: one tensor
+    ids = torch.randint(0, 20, (2, 7), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids), hf(ids).logits, rtol=1e-6, atol=1e-6)
