@@ -1160,3 +1160,38 @@ def test_each_chapter_points_to_its_sheet(chapter):
         if c.cell_type == "markdown"
     )
     assert (ROOT / "coursework" / f"{chapter}.ipynb").is_file()
+
+# --- 9b. Serving: closed forms written from the chapter's formulas --------------------
+
+
+def _int4_file(n):
+    V, H, I, L = (
+        n["vocab_size"],
+        n["hidden_size"],
+        n["intermediate_size"],
+        n["num_hidden_layers"],
+    )
+    kv = n["num_key_value_heads"] * H // n["num_attention_heads"]
+    block = L * (2 * H * H + 2 * kv * H + 3 * H * I)  # q, o; k, v; gate, up, down
+    groups = block // n["group_size"]  # every row here is whole groups
+    zeros = {"none": 0, "int4": -(-groups // 2), "bf16": 2 * groups}[n["zero_point"]]
+    return block // 2 + 2 * groups + zeros + 2 * (2 * V * H + (2 * L + 1) * H)
+
+
+def _shared(n):
+    P, S, B = n["prompt_tokens"], n["new_tokens_each"], n["block_size"]
+    return P // B + n["sequences"] * (-(-(P + S) // B) - P // B)
+
+
+def _speculative(n):
+    a, g, c = n["alpha"], n["gamma"], n["cost_ratio"]
+    return sum(a**i for i in range(g + 1)) / (g * c + 1)
+
+
+CLOSED_FORMS.update(
+    {
+        ("09b_serving", 1): _int4_file,
+        ("09b_serving", 2): _shared,
+        ("09b_serving", 3): _speculative,
+    }
+)

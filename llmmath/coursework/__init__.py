@@ -72,6 +72,7 @@ CHAPTER_TITLES = {
     "07b_latent_attention": "Multi-head latent attention",
     "08_flops": "FLOPs",
     "09_memory": "Memory and speed",
+    "09b_serving": "Serving",
     "09c_many_gpus": "Many GPUs",
     "10_llama": "LLaMA 1 → 3",
     "11_minimind": "Building MiniMind2-Small, step by step",

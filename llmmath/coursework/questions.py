@@ -881,3 +881,79 @@ def _tp_params(rng: random.Random) -> Problem:
         "every block matrix ÷ tp, plus the 2L + 1 norms whole, plus two vocabulary "
         "chunks of ⌈V/tp⌉·H",
     )
+
+# --- 9b. Serving ----------------------------------------------------------------------
+
+
+@question("09b_serving", "An int4 checkpoint")
+def _int4_checkpoint(rng: random.Random) -> Problem:
+    from llmmath.quantization import WeightFormat, quantized_bytes
+
+    n = _llama_shape(rng)
+    n["group_size"] = rng.choice([32, 64, 128])
+    zero = rng.choice([None, "int4", "bf16"])
+    n["zero_point"] = zero or "none"
+    fmt = WeightFormat("int4", 4, n["group_size"], "bf16", zero)
+    return Problem(
+        f"A Llama-style model with an untied LM head has\n{_listing(n)}\n"
+        "Its block matrices (q, k, v, o, gate, up, down) are stored as packed int4 "
+        "values, two per byte, with one bf16 scale and one zero point (of the type "
+        "zero_point; none: no zero point) per group_size consecutive weights of a row; "
+        "the embedding, the LM head and the norms stay in bf16. How many bytes is the "
+        "checkpoint?",
+        n,
+        sum(quantized_bytes(_cfg(n), fmt).values()),
+        "bytes",
+        "block weights × 4/8 + (scale + zero-point bytes) per group + 2 bytes for "
+        "every other parameter; a row of w weights has w / group_size groups here",
+    )
+
+
+@question("09b_serving", "Blocks with a shared prompt")
+def _shared_blocks(rng: random.Random) -> Problem:
+    from llmmath.paged_cache import shared_prefix_blocks
+
+    n = {
+        "sequences": rng.randrange(2, 17),
+        "prompt_tokens": rng.randrange(100, 4001),
+        "new_tokens_each": rng.randrange(1, 1001),
+        "block_size": rng.choice([8, 16, 32]),
+    }
+    _, shared = shared_prefix_blocks(
+        n["sequences"], n["prompt_tokens"], n["new_tokens_each"], n["block_size"]
+    )
+    return Problem(
+        f"A paged KV cache (vLLM) holds\n{_listing(n)}\n"
+        "All sequences start with the same prompt and then write their own new "
+        "tokens. The full blocks of the prompt are shared; its last, partly filled "
+        "block (if any) is copied into each sequence when it first writes. How many "
+        "blocks are in use?",
+        n,
+        shared,
+        "blocks",
+        "⌊P/B⌋ shared blocks once, then for each sequence ⌈(P + new)/B⌉ − ⌊P/B⌋",
+    )
+
+
+@question("09b_serving", "Speculative decoding's speed-up")
+def _speculative_speedup(rng: random.Random) -> Problem:
+    from llmmath.speculative import speedup
+
+    n = {
+        "alpha": rng.choice([0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95]),
+        "gamma": rng.randrange(1, 9),
+        "cost_ratio": rng.choice([0.02, 0.05, 0.1, 0.2, 0.3]),
+    }
+    return Problem(
+        f"A draft model proposes gamma tokens per target pass; each is accepted with "
+        f"probability alpha, independently, and a draft pass costs cost_ratio target "
+        f"passes:\n{_listing(n)}\n"
+        "By what factor is speculative decoding faster than plain decoding (expected "
+        "tokens per target pass over the cost of one iteration)?",
+        n,
+        speedup(n["alpha"], n["gamma"], n["cost_ratio"]),
+        "times",
+        "(1 − α^(γ+1)) / (1 − α) tokens per pass, at a cost of γ·c + 1 target passes",
+        tolerance=1e-6,
+    )
+
