@@ -216,3 +216,48 @@ def test_quantized_decode_step_bytes():
     step = quantized_decode_step(cfg, "H100-SXM5-80GB", weight_format("int4"), 1, 4096)
     kv = 2 * L * KV * 2 * 4096
     assert step.bytes == BLOCK // 2 + 2 * BLOCK // 128 + 2 * (NORMS + V * H + H) + kv
+
+
+# --- against gguf's constants and a GGUF file it writes -------------------------------
+
+
+def test_gguf_blocks_are_ggmls():
+    gguf = pytest.importorskip("gguf")
+    for kind, (n, size) in GGUF_BLOCKS.items():
+        assert gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[kind]] == (n, size)
+
+
+def test_a_gguf_file_holds_the_formulas_bytes(tmp_path):
+    """Write a tiny model's tensors with gguf's own quantizers (Q4_0, Q8_0, F32), read
+    the file back with gguf's reader: the tensors' bytes are `gguf_bytes`."""
+    gguf = pytest.importorskip("gguf")
+    import math
+
+    import numpy as np
+    from gguf import GGMLQuantizationType as T
+
+    from llmmath.counting import count_params
+
+    cfg = tiny()
+    recipe = {"default": "Q4_0", "v_proj": "Q8_0", "lm_head": "Q8_0", "norm": "F32"}
+    writer = gguf.GGUFWriter(tmp_path / "tiny.gguf", "llama")
+    rng = np.random.default_rng(0)
+    counts = count_params(cfg)
+    for t in counts.tensors:
+        layers = counts.total_of(t) // math.prod(t.shape)
+        for i in range(layers):
+            x = rng.standard_normal(t.shape).astype(np.float32)
+            if len(t.shape) == 1:
+                writer.add_tensor(f"{i}.{t.name}", x)
+                continue
+            kind = next((recipe[p] for p in t.name.split(".") if p in recipe), "Q4_0")
+            q = gguf.quants.quantize(x, T[kind])
+            writer.add_tensor(f"{i}.{t.name}", q, raw_shape=q.shape, raw_dtype=T[kind])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    stored = sum(
+        int(t.n_bytes) for t in gguf.GGUFReader(tmp_path / "tiny.gguf").tensors
+    )
+    assert stored == sum(gguf_bytes(cfg, recipe).values())
