@@ -612,17 +612,18 @@ def _too_deep(text: str) -> bool:
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return False
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text)).translate(_SQUARE)
-    for _ in range(MAX_DEPTH):
+    peels = 0  # levels removed: what remains nests on top of them
+    while peels < MAX_DEPTH:
         peeled = brackets.replace("[]", "")
-        if peeled == brackets:  # only unbalanced brackets left: invalid JSON
+        if peeled == brackets:  # nothing left, or only unbalanced brackets
             break
-        brackets = peeled
-    depth = 0
+        brackets, peels = peeled, peels + 1
+    depth = peels
     for c in brackets:  # short: anything balanced and shallow is gone
         depth += 1 if c == "[" else -1
         if depth > MAX_DEPTH:
             return True
-        if depth < 0:  # a closing bracket too many: invalid JSON, the parser says so
+        if depth < peels:  # a closing bracket too many: invalid JSON (parser says so)
             return False
     return False
 

@@ -342,3 +342,18 @@ def test_hostile_texts_are_refused_in_linear_time():
     )
     assert "is not valid JSON" in refusal("[}" * 40)
     assert "deeper than" not in refusal("]" * 40 + "[" * 40)
+
+
+@pytest.mark.parametrize("levels", [31, 32, 33, 34])
+def test_nesting_is_refused_before_any_other_rule(levels):
+    """The depth check runs before parsing, exact at the limit, so it comes first
+    whatever else the file holds (here an integer past 2^63 - 1)."""
+    inner = "[" * (levels - 1) + "1" + "]" * (levels - 1)  # the object is level 1
+    text = with_field("bos_token_id", inner)[:-1] + f', "y": {MAX_INT + 1}}}'
+    if levels <= MAX_DEPTH:
+        assert refusal(text).startswith("y must be an integer of at most")
+    else:
+        assert refusal(text) == (
+            "the pasted config.json nests arrays and objects deeper than 32 levels; a "
+            "config.json needs a few"
+        )
