@@ -86,6 +86,7 @@ WIDGETS = {
     "MemoryBudget": ("MemoryBudget()", "batch"),
     "RooflineExplorer": ("RooflineExplorer()", "batch"),
     "Calculator": ("Calculator()", "batch"),
+    "LayoutExplorer": ("LayoutExplorer()", "micro_batches"),
 }
 
 
