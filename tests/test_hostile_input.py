@@ -300,6 +300,10 @@ POSITIVE = "must be a positive integer, got"
         ),
         (["params", "gpt2", "x\ny\u2028z"], "unrecognized arguments: x\\ny\\u2028z"),
         (["params"], "the following arguments are required: MODEL"),
+        (
+            ["coursework", "grade", "", "\x85", "--no-such"],
+            "arguments: \\x85 --no-such",
+        ),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line_naming_the_argument(argv, message):

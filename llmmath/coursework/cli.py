@@ -20,7 +20,9 @@ from pathlib import Path
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        from llmmath.cli import one_line  # line breaks a user typed, escaped
+
+        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
 
 
 def _positive(text: str) -> float:
