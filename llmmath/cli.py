@@ -119,6 +119,11 @@ def format_table(name: str, counts: ParamCount) -> str:
             else []
         ),
         f"{'total':<{w_name}}{'':<{w_form}}{total:>17,}",
+        *(
+            [f"{'MTP module (not in total)':<{w_name}}{'':<{w_form}}{counts.mtp:>17,}"]
+            if counts.mtp
+            else []
+        ),
         "",
         NON_EMBEDDING_CONVENTION,
     ]
