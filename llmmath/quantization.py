@@ -18,7 +18,8 @@ per byte.
 
 GGUF files (llama.cpp) store rows in blocks: Q8_0 packs 32 weights and an fp16 scale
 in 34 bytes (8.5 bits per weight), Q4_K 256 weights in 144 bytes (4.5), Q6_K 256 in 210
-(6.5625); a "K_M" file mixes them tensor by tensor (`GGUF_BLOCKS`, `gguf_bytes`).
+(6.5625); a "K_M" file mixes them tensor by tensor (`GGUF_BLOCKS`, `gguf_bytes`; the
+sizes are the ``gguf`` package's ``GGML_QUANT_SIZES``, tests/test_quantization.py).
 
 A KV cache in fp8 or int8 halves the bf16 cache; a scale per head and token adds
 (scale bits) / d_h per value (`kv_cache_quantized_bytes`).
