@@ -1161,6 +1161,7 @@ def test_each_chapter_points_to_its_sheet(chapter):
     )
     assert (ROOT / "coursework" / f"{chapter}.ipynb").is_file()
 
+
 # --- 9b. Serving: closed forms written from the chapter's formulas --------------------
 
 

@@ -882,6 +882,7 @@ def _tp_params(rng: random.Random) -> Problem:
         "chunks of ⌈V/tp⌉·H",
     )
 
+
 # --- 9b. Serving ----------------------------------------------------------------------
 
 
@@ -956,4 +957,3 @@ def _speculative_speedup(rng: random.Random) -> Problem:
         "(1 − α^(γ+1)) / (1 − α) tokens per pass, at a cost of γ·c + 1 target passes",
         tolerance=1e-6,
     )
-
