@@ -1,11 +1,12 @@
-"""Memory: weights, training state and activations, and weights plus KV cache against a GPU.
+"""Memory: weights, training state, activations, and weights plus KV cache on a GPU.
 
-Weights take N · (bytes per parameter); the KV cache takes `llmmath.kvcache.kv_cache_bytes`.
-Activations, the CUDA context and allocator fragmentation are left out: the answers are upper
-bounds on what fits (vLLM reserves such overheads before sizing its cache, Kwon et al. 2023, Sec. 4).
+Weights take N · (bytes per parameter); the KV cache takes
+`llmmath.kvcache.kv_cache_bytes`. Activations, the CUDA context and allocator
+fragmentation are left out: the answers are upper bounds on what fits (vLLM reserves
+such overheads before sizing its cache, Kwon et al. 2023, Sec. 4).
 
-Explained in the chapters *The KV cache* (``chapters/07_kv_cache.ipynb``) and *Memory and
-speed* (``chapters/09_memory.ipynb``).
+Explained in the chapters *The KV cache* (``chapters/07_kv_cache.ipynb``) and *Memory
+and speed* (``chapters/09_memory.ipynb``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from llmmath.units import bytes_of
 
 
 def weight_bytes(cfg: ModelConfig, dtype: str = "bf16") -> int:
-    """Bytes of the weights stored in ``dtype``: ``count_params(cfg).total`` × bytes per element."""
+    """Bytes of the weights stored in ``dtype``: ``count_params(cfg).total`` × bytes per
+    element."""
     return bytes_of(count_params(cfg).total, dtype)
 
 
@@ -73,11 +75,12 @@ def quantized_weight_bytes(
 
 @dataclass(frozen=True)
 class ServingFit:
-    """Whether a model and its cache fit in ``gpu_bytes``, and the largest batch and context.
+    """Whether a model and its cache fit in ``gpu_bytes``; the largest batch, context.
 
-    ``max_batch``: the largest batch of ``seq_len``-token sequences that fits (0 if none).
-    ``max_seq_len``: the longest context for ``batch`` sequences that fits and that the model
-    supports, at most ``context_limit`` (its ``max_position_embeddings``); 0 if none fits.
+    ``max_batch``: the largest batch of ``seq_len``-token sequences that fits (0 if
+    none). ``max_seq_len``: the longest context for ``batch`` sequences that fits and
+    that the model supports, at most ``context_limit`` (its
+    ``max_position_embeddings``); 0 if none fits.
     """
 
     weight_bytes: int
@@ -107,8 +110,9 @@ def serving_fit(
     """Weights in ``weight_dtype`` plus the cache of ``batch`` × ``seq_len`` tokens in
     ``cache_dtype`` against ``gpu_bytes`` of memory. Exact integers throughout.
 
-    The longest context is capped at ``cfg.max_position_embeddings``: memory is not the only
-    limit (GPT-2 has 1024 learned positions). A sliding window caps the cache, not the context.
+    The longest context is capped at ``cfg.max_position_embeddings``: memory is not the
+    only limit (GPT-2 has 1024 learned positions). A sliding window caps the cache, not
+    the context.
 
     Raises:
         ConfigError: a size is not a positive integer, or a dtype is unknown.
@@ -128,8 +132,8 @@ def serving_fit(
     return ServingFit(weights, cache, gpu_bytes, max_batch, max_seq_len, limit)
 
 
-#: Bytes per parameter of mixed-precision training with Adam (Rajbhandari et al. 2020, ZeRO,
-#: Sec. 3.1: "2Ψ + 2Ψ + 12Ψ"): 16-bit weights and gradients, and fp32 optimizer state.
+#: Bytes per parameter of mixed-precision training with Adam (Rajbhandari et al. 2020,
+#: ZeRO, Sec. 3.1: "2Ψ + 2Ψ + 12Ψ"): 16-bit weights and gradients, fp32 optimizer state.
 MIXED_PRECISION_ADAM = {
     "weights (bf16)": 2,
     "gradients (bf16)": 2,
@@ -142,9 +146,10 @@ MIXED_PRECISION_ADAM = {
 def training_state_bytes(
     cfg: ModelConfig, per_parameter: dict[str, int] | None = None
 ) -> dict[str, int]:
-    """Bytes of the training state, item by item: each entry of ``per_parameter`` (default
-    `MIXED_PRECISION_ADAM`, 16 bytes per parameter) times ``count_params(cfg).total``.
-    Activations are separate (`activation_bytes_per_layer`)."""
+    """Bytes of the training state, item by item: each entry of ``per_parameter``
+    (default `MIXED_PRECISION_ADAM`, 16 bytes per parameter) times
+    ``count_params(cfg).total``. Activations are separate
+    (`activation_bytes_per_layer`)."""
     n = count_params(cfg).total
     return {item: b * n for item, b in (per_parameter or MIXED_PRECISION_ADAM).items()}
 
@@ -156,19 +161,21 @@ def activation_bytes_per_layer(
     dropout: bool = False,
     flash_attention: bool = False,
 ) -> dict[str, int]:
-    """Activation bytes one decoder block keeps for the backward pass, item by item, in 16-bit
-    precision (dropout masks 1 byte per element).
+    """Activation bytes one decoder block keeps for the backward pass, item by item, in
+    16-bit precision (dropout masks 1 byte per element).
 
-    The items follow Korthikanti et al. 2022, Sec. 4.1, which for the GPT-3 block (MHA, 4H GELU
-    MLP, LayerNorm, dropout) totals s·b·h·(34 + 5·a·s/h) bytes; with ``dropout=True`` and a
-    GPT-style ``cfg`` this function reproduces that total exactly. For other configs each item
-    follows the config: K and V are n_kv·d_h wide (GQA), a gated FFN keeps the inputs of its
-    activation and of the product (2 + 2 + 2 + 2 = 8·s·b·I bytes), and without dropout there
-    are no masks. ``flash_attention=True`` drops the s²-sized softmax output (recomputed in the
-    backward pass; Dao et al. 2022) and keeps the softmax statistics instead (FlashAttention-2's
-    logsumexp, 4 bytes per row per head). K and V are sized n_kv·d_h, as GQA-aware kernels keep
-    them; an eager `repeat_kv` (as in `llmmath.modules`) would save copies n_h·d_h wide. Qwen3's
-    per-head q/k norms add their inputs (``qk_norm``).
+    The items follow Korthikanti et al. 2022, Sec. 4.1, which for the GPT-3 block (MHA,
+    4H GELU MLP, LayerNorm, dropout) totals s·b·h·(34 + 5·a·s/h) bytes; with
+    ``dropout=True`` and a GPT-style ``cfg`` this function reproduces that total
+    exactly. For other configs each item follows the config: K and V are n_kv·d_h wide
+    (GQA), a gated FFN keeps the inputs of its activation and of the product (2 + 2 + 2
+    + 2 = 8·s·b·I bytes), and without dropout there are no masks.
+    ``flash_attention=True`` drops the s²-sized softmax output (recomputed in the
+    backward pass; Dao et al. 2022) and keeps the softmax statistics instead
+    (FlashAttention-2's logsumexp, 4 bytes per row per head). K and V are sized
+    n_kv·d_h, as GQA-aware kernels keep them; an eager `repeat_kv` (as in
+    `llmmath.modules`) would save copies n_h·d_h wide. Qwen3's per-head q/k norms add
+    their inputs (``qk_norm``).
     """
     s, b, H = seq_len, batch, cfg.hidden_size
     q, kv, a, I = (
@@ -213,7 +220,8 @@ def activation_bytes_per_layer(
     return items
 
 
-#: Optimizer choices of `memory_budget`: bytes per parameter item by item (None: inference).
+#: Optimizer choices of `memory_budget`: bytes per parameter item by item (None:
+#: inference).
 OPTIMIZERS = {"none (inference)": None, "Adam, mixed precision": MIXED_PRECISION_ADAM}
 
 
@@ -225,9 +233,10 @@ def memory_budget(
     seq_len: int = 4096,
     flash_attention: bool = True,
 ) -> dict[str, int]:
-    """Bytes item by item. Inference (``optimizer`` ``"none (inference)"``): weights in ``dtype``
-    and the bf16 KV cache of ``batch`` × ``seq_len`` tokens. Training: `training_state_bytes`
-    for the optimizer plus the activations of all L layers (`activation_bytes_per_layer`).
+    """Bytes item by item. Inference (``optimizer`` ``"none (inference)"``): weights in
+    ``dtype`` and the bf16 KV cache of ``batch`` × ``seq_len`` tokens. Training:
+    `training_state_bytes` for the optimizer plus the activations of all L layers
+    (`activation_bytes_per_layer`).
 
     Raises:
         ConfigError: an unknown optimizer, dtype or size.
