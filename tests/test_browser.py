@@ -494,7 +494,12 @@ def test_calculator_counts_every_preset_config_pasted_in_the_page(server, browse
             ),
             "must be divisible by num_attention_heads",
         ),
+        # hostile pastes (issue 18): the one reader refuses them in the page too
+        ('{"model_type": "llama", "model_type": "llama"}', "'model_type' twice"),
+        ("[" * 100_000, "deeper than 32 levels"),
+        ('{"model_type": "llama", "vocab_size": ' + "9" * 5000 + "}", "5,000 digits"),
     ],
+    ids=["unsupported", "invalid", "inconsistent", "duplicate", "nested", "huge"],
 )
 def test_calculator_shows_the_clis_one_line_message(text, message, server, browser):
     open_page(browser, server, CALCULATOR, 1)
