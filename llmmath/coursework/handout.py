@@ -44,8 +44,9 @@ def install_cell(url: str = REPOSITORY_URL, branch: str = REPOSITORY_BRANCH) -> 
         "and the\n"
         "# usual scientific stack are already there on Colab).\n"
         "import importlib.util\n\n"
+        f'BOOK = "llmmath[notebooks] @ git+{url}@{branch}"\n'
         'if importlib.util.find_spec("llmmath") is None:\n'
-        f'    %pip install --quiet "llmmath[notebooks] @ git+{url}@{branch}"'
+        '    %pip install --quiet "{BOOK}"'
     )
 
 
