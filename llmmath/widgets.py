@@ -12,7 +12,10 @@ on Pyodide (`llmmath.runtime`).
 - `AttentionExplorer` (chapter 3): H, n_h, n_kv and t beside the MHA twin.
 - `RotaryExplorer` (chapter 6): a RoPE pair rotating with position, and the wavelengths.
 - `ServingExplorer` (chapter 7): a preset, formats, batch, context, GPU → what fits.
+- `LatentAttentionExplorer` (chapter 7b): cached bytes per token of MHA, GQA, MQA, MLA.
 - `MemoryBudget` and `RooflineExplorer` (chapter 9): memory item by item; the roofline.
+- `SpeculativeExplorer` (chapter 9b): α, γ and the draft's cost → the speed-up.
+- `LayoutExplorer` (chapter 9c): a cluster layout → memory per GPU, traffic, step time.
 - `Calculator` (the calculator page): any ``config.json`` → parameters, cache, FLOPs.
 """
 
@@ -133,16 +136,6 @@ class RotaryExplorer(Explorer):
         )
 
 
-class _Text:
-    """Until chapter 9 reads ``.text``: ``.output.value`` / ``.table.value`` as
-    before."""
-
-    def __get__(self, explorer, owner=None):
-        from types import SimpleNamespace
-
-        return SimpleNamespace(value=explorer.text)
-
-
 class ServingExplorer(Explorer):
     """Chapter 7: weights + KV cache against a GPU (`explorers.serving`)."""
 
@@ -182,8 +175,6 @@ class MemoryBudget(Explorer):
             gpu_gb=float(gpu_gb),
         )
 
-    output = _Text()
-
     @property
     def items(self) -> dict[str, int]:
         """The bytes item by item (`llmmath.memory.memory_budget`) for the state
@@ -215,8 +206,6 @@ class RooflineExplorer(Explorer):
         super().__init__(
             "roofline", preset=preset, gpu=gpu, batch=batch, context=context
         )
-
-    table = _Text()
 
     @property
     def step(self):
@@ -331,8 +320,6 @@ class SpeculativeExplorer(Explorer):
             gamma=gamma,
             cost_ratio=float(cost_ratio),
         )
-
-    table = _Text()
 
 
 __all__.append("SpeculativeExplorer")

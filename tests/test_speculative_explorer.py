@@ -48,6 +48,6 @@ def test_widget():
     from llmmath.widgets import SpeculativeExplorer
 
     w = SpeculativeExplorer(alpha=0.8, gamma=4, cost_ratio=0.05)
-    assert "3.362" in w.table.value
+    assert "3.362" in w.text
     w.set(gamma=1)
     assert rows(w.view)["expected tokens per target pass"] == "1.800"

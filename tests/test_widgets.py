@@ -11,11 +11,14 @@ from llmmath.explorers import divisors, explore
 from llmmath.widgets import (
     AttentionExplorer,
     Calculator,
+    LatentAttentionExplorer,
+    LayoutExplorer,
     MemoryBudget,
     ParamExplorer,
     RooflineExplorer,
     RotaryExplorer,
     ServingExplorer,
+    SpeculativeExplorer,
 )
 
 ALL = (
@@ -26,6 +29,9 @@ ALL = (
     MemoryBudget,
     RooflineExplorer,
     Calculator,
+    LatentAttentionExplorer,
+    SpeculativeExplorer,
+    LayoutExplorer,
 )
 
 
