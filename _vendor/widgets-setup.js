@@ -6,9 +6,15 @@
   // anywidget's front end (the explorers' model and view) is an AMD module vendored in
   // anywidget/: the widget manager asks require.js for "anywidget" before it would try a CDN.
   var here = document.currentScript.src.replace(/[^\/]*$/, "");
+  // The manager's bundles name their icon fonts relative to a public path: the outer one
+  // reads this global, the inner AMD module takes the folder of its require.js URL
+  // (module.uri), which the "@jupyter-widgets/html-manager" path below sets; unmapped, it
+  // resolved against the page (book/@jupyter-widgets/*.woff2, a 404).
+  window.__jupyter_widgets_assets_path__ = here + "html-manager/";
   require.config({
     paths: {
       "@jupyter-widgets/html-manager/dist": here + "html-manager",
+      "@jupyter-widgets/html-manager": here + "html-manager/embed-amd",
       "anywidget": here + "anywidget/index"
     }
   });
