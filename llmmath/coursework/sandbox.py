@@ -102,13 +102,15 @@ ETC = (
 def _bwrap_args(userns: bool) -> list[str]:
     args = ["--die-with-parent", "--new-session", "--unshare-all"]
     args += ["--uid", "1000", "--gid", "1000"] if userns else ["--cap-drop", "ALL"]
+    # The tmpfs first: a checkout or a venv under /tmp (a CI clone) is then bound on top
+    # of it, read-only, instead of being hidden by it.
+    args += ["--size", str(256 << 20), "--tmpfs", "/tmp"]
+    args += ["--dir", "/tmp/home", "--dir", "/tmp/work"]
     for p in _read_only_paths():
         args += ["--ro-bind", p, p]
     for p in ETC:
         args += ["--ro-bind-try", p, p]
-    args += ["--proc", "/proc", "--dev", "/dev"]
-    args += ["--size", str(256 << 20), "--tmpfs", "/tmp"]
-    args += ["--dir", "/tmp/home", "--dir", "/tmp/work", "--chdir", "/tmp/work"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp/work"]
     args += ["--clearenv"]
     env = {
         "HOME": "/tmp/home",
