@@ -87,6 +87,8 @@ WIDGETS = {
     "RooflineExplorer": ("RooflineExplorer()", "batch"),
     "Calculator": ("Calculator()", "batch"),
     "LayoutExplorer": ("LayoutExplorer()", "micro_batches"),
+    "LatentAttentionExplorer": ("LatentAttentionExplorer()", "seq_len"),
+    "SpeculativeExplorer": ("SpeculativeExplorer()", "gamma"),
 }
 
 
