@@ -357,6 +357,18 @@ def _count(text: str, limit: int = 10**18) -> int:
     return int(text)
 
 
+def _seq_len_option(parser: argparse.ArgumentParser, meaning: str) -> None:
+    """The required ``--seq-len`` of ``kv-cache`` and ``flops``: a count up to
+    `MAX_SEQ_LEN`, given once."""
+    parser.add_argument(
+        "--seq-len",
+        type=_count_up_to(MAX_SEQ_LEN),
+        required=True,
+        action=_Once,
+        help=f"{meaning} (at most {MAX_SEQ_LEN:,})",
+    )
+
+
 def _count_up_to(limit: int):
     """`_count` with the bound ``limit``, as an argparse type."""
 
@@ -397,13 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Exact KV cache size: 2 * L * batch * tokens * n_kv * d_h * bytes per element; "
         "a sliding window caps the tokens kept.",
     )
-    k.add_argument(
-        "--seq-len",
-        type=_count_up_to(MAX_SEQ_LEN),
-        required=True,
-        action=_Once,
-        help=f"tokens per sequence (at most {MAX_SEQ_LEN:,})",
-    )
+    _seq_len_option(k, "tokens per sequence")
     k.add_argument(
         "--batch",
         type=_count_up_to(MAX_BATCH),
@@ -440,13 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Forward FLOPs per token: 2 x every matmul weight (LM head included) plus QK^T "
         "and AV at length T.",
     )
-    f.add_argument(
-        "--seq-len",
-        type=_count_up_to(MAX_SEQ_LEN),
-        required=True,
-        action=_Once,
-        help=f"sequence length T (at most {MAX_SEQ_LEN:,})",
-    )
+    _seq_len_option(f, "sequence length T")
     f.add_argument(
         "--attention",
         action=_Once,
