@@ -1,9 +1,9 @@
 """The chapters' shared plumbing: glue for the prose, one table helper, measured FLOPs.
 
 Every helper here is plumbing, not a formula: the numbers come from the rest of
-``llmmath``. Each docstring names the chapters that use it. ``myst_nb`` and ``torch``
-are imported inside the functions that need them, so ``import llmmath.book`` stays
-light.
+``llmmath``. Each docstring names the chapters that use it. IPython, tabulate and
+``torch`` are imported inside the functions that need them, so ``import llmmath.book``
+stays light; myst-nb is never imported (`glue` writes its output format).
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from typing import Any
 
 __all__ = [
     "CHAPTER_MODEL_TYPES",
+    "GLUE_PREFIX",
     "TERMS",
     "Table",
+    "glue",
     "glue_float",
     "glue_int",
     "glue_pct",
@@ -56,14 +58,33 @@ def preset_names() -> tuple[str, ...]:
     )
 
 
+GLUE_PREFIX = "application/papermill.record/"
+"""The MIME-type prefix of a glued value that is stored but not shown (myst-nb's)."""
+
+
+def glue(name: str, variable: Any, display: bool = True) -> None:
+    """Store ``variable``'s display for ``{glue}`name``` roles: myst-nb's ``glue``.
+
+    The same output as ``myst_nb.glue`` (IPython's display formats with ``metadata
+    {"scrapbook": {"name", "mime_prefix"}}``, and the ``GLUE_PREFIX`` on every MIME
+    type when ``display`` is false), so the book builds from it, but without myst-nb:
+    a reader's kernel (Binder, Colab) needs only IPython. Used by chapter 3.
+    """
+    from IPython.core.formatters import format_display_data
+    from IPython.display import display as ipy_display
+
+    bundle, metadata = format_display_data(variable)
+    prefix = "" if display else GLUE_PREFIX
+    metadata["scrapbook"] = dict(name=name, mime_prefix=prefix)
+    ipy_display({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
+
+
 def glue_str(key: str, text: str) -> None:
     """Glue a string formatted in the cell for ``{glue:text}`key``` in the prose.
 
     Floats are rounded by the caller, so the page shows only digits that do not depend
     on the CPU. Used by every chapter and the errata appendix.
     """
-    from myst_nb import glue
-
     glue(key, text, display=False)
 
 

@@ -11,16 +11,49 @@ from llmmath import book
 
 @pytest.fixture
 def glued(monkeypatch):
-    """Record myst_nb.glue calls instead of displaying them."""
-    import myst_nb
-
+    """Record llmmath.book.glue calls instead of displaying them."""
     calls = []
     monkeypatch.setattr(
-        myst_nb,
+        book,
         "glue",
         lambda key, value, display=True: calls.append((key, value, display)),
     )
     return calls
+
+
+def _published(glue_function, *args, **kwargs):
+    """What ``glue_function(*args, **kwargs)`` publishes: (data, metadata) pairs."""
+    import IPython.display
+
+    shown = []
+
+    def record(*objs, raw=False, metadata=None, **_):
+        shown.extend((obj, metadata) for obj in objs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(IPython.display, "display", record)
+        if glue_function.__module__.startswith("myst_nb"):
+            import myst_nb.ext.glue  # binds IPython's display when imported
+
+            patch.setattr(myst_nb.ext.glue, "ipy_display", record)
+        glue_function(*args, **kwargs)
+    return shown
+
+
+@pytest.mark.parametrize(
+    "value, display",
+    [("6,738,415,616", False), ("about 3×", True), (Fraction(2, 3), False), (7, True)],
+)
+def test_glue_publishes_what_myst_nb_glue_does(value, display):
+    """The book builds from the glued outputs, so they must stay myst-nb's, byte for
+    byte; the reader's kernel needs no myst-nb for them."""
+    myst_nb = pytest.importorskip("myst_nb")
+    ours = _published(book.glue, "key", value, display=display)
+    theirs = _published(myst_nb.glue, "key", value, display=display)
+    assert ours == theirs and len(ours) == 1
+    (data, metadata) = ours[0]
+    assert metadata["scrapbook"]["name"] == "key"
+    assert all(k.startswith(metadata["scrapbook"]["mime_prefix"]) for k in data)
 
 
 def test_glue_int_thousands_separators(glued):

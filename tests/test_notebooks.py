@@ -1,6 +1,6 @@
 """Every notebook of the book opens in Colab from GitHub: its first code cell installs
-the book's package (with the ``notebooks`` extra, which brings myst-nb for ``glue``)
-when it is missing, from the repository that ``_config.yml`` names. Where ``llmmath`` is
+the book's package (with the ``notebooks`` extra: tabulate, torchao, nbformat) when it
+is missing, from the repository that ``_config.yml`` names. Where ``llmmath`` is
 installed, as in the test environment, the cell does nothing and prints nothing, so it
 stores no output for nbval."""
 
@@ -11,7 +11,8 @@ import nbformat
 import pytest
 import yaml
 
-from llmmath.coursework.handout import REPOSITORY_BRANCH, REPOSITORY_URL, install_cell
+from llmmath.coursework import handout
+from llmmath.environment import REPOSITORY_BRANCH, REPOSITORY_URL, install_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted(
@@ -38,6 +39,7 @@ def code_cells(path: Path) -> list:
 
 def test_package_names_the_books_repository():
     assert (REPOSITORY_URL, REPOSITORY_BRANCH) == repository()
+    assert (handout.REPOSITORY_URL, handout.REPOSITORY_BRANCH) == repository()
 
 
 def test_notebooks_found():
@@ -62,5 +64,6 @@ def test_first_code_cell_installs_the_package(path):
     assert not any(PIP_URL.search(cell.source) for cell in rest), (
         "install cell repeated"
     )
-    # Everything that needs the package or myst-nb runs after the install.
-    assert any("llmmath" in cell.source or "myst_nb" in cell.source for cell in rest)
+    # Everything that needs the package runs after the install; nothing needs myst-nb.
+    assert any("llmmath" in cell.source for cell in rest)
+    assert not any("myst_nb" in cell.source for cell in rest)
