@@ -1,17 +1,38 @@
 # The two commands of the README. Each creates .venv (Python 3.11) and installs what is missing.
+# PYTHON is the interpreter that creates .venv: the first python3.11 on the PATH, else
+# python3; `make PYTHON=/path/to/python3.11 ...` picks another.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+REQUIREMENTS := requirements.txt requirements/reader.txt requirements/book.txt requirements/dev.txt
+
+# The targets that install or use .venv first check the Python they would use (.venv's once
+# it exists, else PYTHON) and stop at once with one line when it is not a 3.11 with venv.
+# Any 3.11.x will do: requirements/ pins only packages that install on 3.11.0
+# (tests/test_environment.py checks every pin's Requires-Python against this).
+NEEDS_PYTHON := 3.11
+PYTHON_TARGETS := book test setup lab fuzz benchmark binder-check
+ifneq ($(filter $(PYTHON_TARGETS),$(or $(MAKECMDGOALS),book)),)
+CHECKED_PYTHON := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+PYTHON_FOUND := $(shell $(CHECKED_PYTHON) -c 'import sys, venv, ensurepip;   print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
+ifeq ($(filter $(NEEDS_PYTHON).%,$(PYTHON_FOUND)),)
+PYTHON_SEEN := $(if $(CHECKED_PYTHON),$(shell $(CHECKED_PYTHON) -c   'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null),)
+$(error LLM Math needs Python $(NEEDS_PYTHON) (any $(NEEDS_PYTHON).x) with venv and ensurepip; found $(if $(PYTHON_SEEN),$(PYTHON_SEEN) at $(CHECKED_PYTHON)$(if $(PYTHON_FOUND),, without venv/ensurepip),no Python$(if $(CHECKED_PYTHON), at $(CHECKED_PYTHON))). Set PYTHON=/path/to/python$(NEEDS_PYTHON)$(if $(wildcard $(BIN)/python), after make clean,))
+endif
+endif
 
 CHROMIUM := /usr/bin/chromium
 CHROMEDRIVER := /usr/bin/chromedriver
 
 .PHONY: book test fuzz browser sandbox serve benchmark lab setup vendor clean
 
-book: $(STAMP)  ## build the book into _build/html (from the stored notebook outputs)
+# The build also writes the reader editions (llmmath/editions.py) into _build/editions/;
+# they replace editions/, which is committed (tests/test_editions.py checks it is current).
+book: $(STAMP)  ## build the book into _build/html and its reader editions into editions/
 	$(BIN)/jupyter-book build . --builder html
-	@echo "Open _build/html/index.html, or run: make serve"
+	rm -rf editions && cp -R _build/editions editions
+	@echo "Open _build/html/index.html, or run: make serve; the reader editions are in editions/"
 
 test: $(STAMP) browser sandbox  ## unit + property tests, nbval over every chapter, a -W -n book build, the site in Chromium
 	$(BIN)/python -m pytest
@@ -44,8 +65,16 @@ sandbox:
 
 setup: $(STAMP)  ## create .venv and install the pinned requirements and llmmath (nothing else)
 
-lab: $(STAMP)  ## open the book in JupyterLab (the chapters with llmmath's kernel)
-	$(BIN)/jupyter lab --notebook-dir=. chapters/01_parameters.ipynb
+# JupyterLab serves the repository and opens LAB_START (a folder or a notebook under it).
+# It refuses to run as root without --allow-root, so root gets it; on Linux without a
+# display it opens no browser (it prints the address to open). LAB_ARGS adds options.
+LAB_START ?= chapters
+LAB_ARGS ?=
+LAB_FLAGS = $(if $(filter 0,$(shell id -u)),--allow-root) $(if $(filter Linux,$(shell \
+  uname -s)),$(if $(DISPLAY)$(WAYLAND_DISPLAY),,--no-browser))
+lab: $(STAMP)  ## open the book in JupyterLab (LAB_START, with llmmath's kernel)
+	$(BIN)/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/$(LAB_START) \
+	  $(LAB_FLAGS) $(LAB_ARGS)
 
 # The browser assets in _vendor/ are committed (a fresh clone needs only Python and pip).
 # `make vendor` refreshes them from npm by package name, at the exact versions of
@@ -73,7 +102,7 @@ fuzz: $(STAMP)  ## a larger fuzz run of the CLI and the calculator (about 24,000
 benchmark: $(STAMP)  ## timings of the CLI, the import, each chapter and the widget
 	$(BIN)/python tests/benchmarks/run.py
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): $(REQUIREMENTS) pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
