@@ -1009,6 +1009,77 @@ def view_text(view: View) -> str:
     return "\n".join(lines)
 
 
+def _control_value(control: Mapping, value: Any) -> str:
+    if control["type"] == "select":
+        for option, label in control.get("options", []):
+            if option == value:
+                return str(label)
+    if control["type"] == "check":
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def view_controls_text(view: View) -> str:
+    """The controls of a view and their values, one line: ``model: Llama-3-8B · …``
+    (a long text control, such as a pasted config, is left out)."""
+    return " · ".join(
+        f"{c['label']}: {_control_value(c, view['state'].get(c['name']))}"
+        for c in view["controls"]
+        if c["type"] != "text"
+    )
+
+
+def view_snapshot_text(view: View) -> str:
+    """A stored output's plain-text snapshot of the explorer: controls, then
+    `view_text`, then what to do for the live explorer."""
+    return "\n".join(
+        [view_controls_text(view), view_text(view), SNAPSHOT_NOTE.replace("*", "")]
+    )
+
+
+#: Said under every static snapshot of an explorer.
+SNAPSHOT_NOTE = (
+    "*A snapshot: run this cell (or open the page on the site) for the live explorer "
+    "and its figures.*"
+)
+
+
+def view_html(view: View) -> str:
+    """A static HTML snapshot of a view, for a stored output seen without a kernel
+    (JupyterLab, Colab or VS Code before the cell runs): the controls' values, the
+    notes and tables, and each figure's title. Everything is escaped; the HTML uses
+    only tags that Jupyter's sanitizer keeps."""
+    from html import escape as esc
+
+    parts = [f"<p><b>{esc(view_controls_text(view))}</b></p>"]
+    for block in view["blocks"]:
+        if block["type"] == "note":
+            parts.append(f"<p>{esc(block['text'])}</p>")
+        elif block["type"] == "table":
+            rows = []
+            if block["headers"]:
+                cells = "".join(f"<th>{esc(h)}</th>" for h in block["headers"])
+                rows.append(f"<thead><tr>{cells}</tr></thead>")
+            body = []
+            for row in block["rows"]:
+                cells = "".join(
+                    f'<td style="text-align:{"right" if a == "r" else "left"}">'
+                    f"{esc(c)}</td>"
+                    for c, a in zip(row, block["align"])
+                )
+                body.append(f"<tr>{cells}</tr>")
+            rows.append(f"<tbody>{''.join(body)}</tbody>")
+            parts.append(f"<table>{''.join(rows)}</table>")
+        else:
+            title = block.get("title") or block.get("limit_label") or block["type"]
+            parts.append(f"<p><i>[figure: {esc(str(title))}]</i></p>")
+    note_text = esc(SNAPSHOT_NOTE.strip("*"))
+    parts.append(f"<p><i>{note_text}</i></p>")
+    return f'<div class="llmmath-snapshot">{"".join(parts)}</div>'
+
+
 # --- chapter 9c: many GPUs ------------------------------------------------------------
 
 

@@ -28,7 +28,14 @@ import anywidget
 import traitlets
 
 from llmmath import explorers
-from llmmath.explorers import attention_rows, divisors, explore, view_text
+from llmmath.explorers import (
+    attention_rows,
+    divisors,
+    explore,
+    view_html,
+    view_snapshot_text,
+    view_text,
+)
 
 __all__ = [
     "AttentionExplorer",
@@ -86,6 +93,16 @@ class Explorer(anywidget.AnyWidget):
     def text(self) -> str:
         """The notes and tables shown, as plain text (`llmmath.explorers.view_text`)."""
         return view_text(self.view)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        """The live widget, plus a static snapshot for where no kernel runs it:
+        ``text/html`` (`llmmath.explorers.view_html`) and ``text/plain``
+        (`llmmath.explorers.view_snapshot_text`) instead of an object repr."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        data["text/plain"] = view_snapshot_text(self.view)
+        data["text/html"] = view_html(self.view)
+        return bundle
 
     @property
     def error(self) -> str | None:
