@@ -12,7 +12,7 @@ REQUIREMENTS := requirements.txt requirements/reader.txt requirements/book.txt r
 # Any 3.11.x will do: requirements/ pins only packages that install on 3.11.0
 # (tests/test_environment.py checks every pin's Requires-Python against this).
 NEEDS_PYTHON := 3.11
-PYTHON_TARGETS := book test setup lab fuzz benchmark binder-check
+PYTHON_TARGETS := book test setup lab fuzz benchmark
 ifneq ($(filter $(PYTHON_TARGETS),$(or $(MAKECMDGOALS),book)),)
 CHECKED_PYTHON := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 PYTHON_FOUND := $(shell $(CHECKED_PYTHON) -c 'import sys, venv, ensurepip;   print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
