@@ -61,7 +61,8 @@ ROLE_NODE_CLASS = {
     "cite:t": "bibtex-citation",
 }
 ROLE = re.compile(
-    r"\{(?P<name>[a-z][\w:+-]*)\}`(?P<body>[^`]*)`"
+    r"(?P<code>(?P<ticks>`+)(?!\{).+?(?<!`)(?P=ticks)(?!`))"  # a code span: kept
+    r"|\{(?P<name>[a-z][\w:+-]*)\}`(?P<body>[^`]*)`"
     # a Markdown link to another page of the book, which MyST resolves as {doc} does
     r"|\[(?P<text>[^\]]*)\]\((?P<path>(?![a-z]+:)[^)#\s]+?)\.(?:md|ipynb)"
     r"(?P<anchor>#[^)\s]*)?\)"
@@ -158,6 +159,8 @@ class _Page:
         """Replace every role in ``text`` by what the site shows for it."""
 
         def fill(match: re.Match) -> str:
+            if match["code"]:
+                return match["code"]
             name = match["name"]
             if name is None:  # a link to a page
                 if match["anchor"]:
@@ -179,17 +182,29 @@ class _Page:
     def prose(self, text: str) -> str:
         """Plain-Markdown prose: roles and links to pages filled as the site shows
         them, targets and comments dropped."""
-        lines = [
-            line
-            for line in text.split("\n")
-            if not TARGET.match(line) and not MYST_COMMENT.match(line)
-        ]
-        return self.roles("\n".join(lines)).strip("\n")
+        out: list[str] = []
+        prose: list[str] = []
+        fence: str | None = None
+        for line in text.split("\n"):
+            if fence is None and CODE_FENCE.match(line):
+                fence = CODE_FENCE.match(line)["fence"]
+                out += [self.roles("\n".join(prose)), line] if prose else [line]
+                prose = []
+            elif fence is not None:
+                out.append(line)
+                if line.strip() == fence:
+                    fence = None
+            elif not TARGET.match(line) and not MYST_COMMENT.match(line):
+                prose.append(line)
+        if prose:
+            out.append(self.roles("\n".join(prose)))
+        return "\n".join(out).strip("\n")
 
-    def split(self, source: str) -> list[tuple[str, str]]:
-        """A markdown cell as segments: ``("md", text)``, ``("exercise", text)``,
+    def split(self, source: str) -> list[tuple[str, Any]]:
+        """A markdown cell as segments: ``("md", text)``, ``("exercise", (title,
+        options, body lines))``,
         ``("solution-start", label)`` and ``("solution-end", "")``."""
-        segments: list[tuple[str, str]] = []
+        segments: list[tuple[str, Any]] = []
         buffer: list[str] = []
         lines = source.split("\n")
         i = 0
@@ -235,8 +250,8 @@ class _Page:
             if buffer:
                 segments.append(("md", "\n".join(buffer)))
                 buffer = []
-            if name == "exercise":
-                segments.append(("exercise", self.exercise(arg, options, body)))
+            if name == "exercise":  # rewritten in order with the other segments
+                segments.append(("exercise", (arg, options, body)))
             elif name == "solution-start":
                 segments.append(("solution-start", arg.strip()))
             elif name == "solution-end":
@@ -388,7 +403,7 @@ def edition(notebook: dict, docname: str, resolved: Resolved, site_url: str) -> 
                     close_solution()
                     solution = None
                 else:
-                    text = page.prose(text) if kind == "md" else text
+                    text = page.prose(text) if kind == "md" else page.exercise(*text)
                     if solution is not None:
                         solution["prose"].append(text)
                     elif text.strip():
