@@ -565,7 +565,7 @@ def sandbox():
     from llmmath.coursework.sandbox import Limits, SandboxUnavailable, command
 
     try:
-        command(Path("x"), Limits(), probe=True)
+        command(Limits())
     except SandboxUnavailable as e:
         if os.environ.get("CI"):
             pytest.fail(f"CI needs the grading sandbox: {e}")
@@ -673,14 +673,20 @@ def test_teachers_command_grades_handed_in_notebooks(tmp_path, sandbox):
     run, results = pytest_nbval()
     assert run.returncode == 1 and not any(results.values()), run.stdout[-2000:]
     assert "grade it with `python -m llmmath.coursework grade DIR`" in run.stdout
-    run, results = pytest_nbval("--coursework-key", key_file)
-    assert run.returncode == 1
-    assert sorted(k.replace(".ipynb", "") for k, ok in results.items() if not ok) == [
-        "handed-in.grace::question 2",
-        "handed-in.s042::question 1",
-        "handed-in.s042::question 2",
-    ], run.stdout[-3000:]
-    assert f"grace 07_kv_cache question 2: wrong: {grace_2 + 1} is not" in run.stdout
+    # Finding 2: a conftest.py in a student's folder would run as the teacher under
+    # pytest; --coursework-key stops pytest before it imports anything from the folder.
+    pwned = tmp_path / "pwned"
+    (handed_in / "conftest.py").write_text(f"open({str(pwned)!r}, 'w').write('x')\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--nbval", "-p", "no:cacheprovider"]
+        + ["--coursework-key", str(key_file), "handed-in"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 4, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "python -m llmmath.coursework grade DIR --key KEYFILE" in run.stderr
+    assert not pwned.exists(), "pytest imported the students' conftest.py"
 
 
 def _tag(tag, *kinds):
@@ -819,7 +825,7 @@ CHEATS = {
     "bob's notebook handed in under another name": (
         "c5c",
         "bob",  # the notebook is bob's, signed for bob; the file is c5c.ipynb
-        "handed in as c5c.ipynb, but the sheet was handed out to bob",
+        "this is bob's sheet, handed in as c5c ('c5c.ipynb')",
     ),
     "an extra code cell": (
         "c7a",
@@ -1025,7 +1031,7 @@ def test_the_key_is_covered_where_the_sandbox_would_show_it(tmp_path):
     from llmmath.coursework.sandbox import Limits, command
 
     inside = Path(llmmath.__file__).resolve()  # as if the key lay in a shown folder
-    args = command(tmp_path / "s.ipynb", Limits(), hide=[inside, tmp_path / "k"])
+    args = command(Limits(), hide=[inside, tmp_path / "k"])
     pairs = list(zip(args, args[1:], args[2:]))
     assert ("--ro-bind", "/dev/null", str(inside)) in pairs
     assert not any(str(tmp_path / "k") in a for a in args)

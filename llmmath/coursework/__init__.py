@@ -17,8 +17,8 @@ That is for the student. The teacher grades a folder of handed-in notebooks with
 ``python -m llmmath.coursework grade DIR`` (`llmmath.coursework.grading`): it checks
 each sheet against the one handed out, runs its answer cells with nbval in a sandbox
 (`llmmath.coursework.sandbox`), and judges each answer's value itself with `verdict`,
-the function `Sheet.check` uses. ``pytest --nbval --coursework-key KEYFILE`` does the
-same through `llmmath.coursework.pytest_plugin`.
+the function `Sheet.check` uses. Plain ``pytest --nbval`` fails every sheet rather than
+run it unchecked (`llmmath.coursework.pytest_plugin`).
 
     >>> sheet = Sheet("07_kv_cache", student="ada")
     >>> sheet.problem(1).unit

@@ -1,10 +1,11 @@
 """A pytest plugin loaded only inside the grading sandbox
 (`llmmath.coursework._runner`).
 
-After nbval runs each cell it writes one line ``LLMMATH-CELL {json}`` to the grader: the
-cell's number, its standard output, and its error, time-out or the kernel's death. A
-watchdog thread notices a kernel that exits in a cell (``os._exit(0)``) at once, reports
-it and ends the run, instead of waiting out nbval's cell timeout."""
+After nbval runs each cell it writes one line ``LLMMATH-CELL <token> {json}`` to the
+grader (the token is the run's secret, which the kernel cannot learn): the cell's
+number, its standard output, and its error, time-out or the kernel's death. A watchdog
+thread notices a kernel that exits in a cell (``os._exit(0)``) at once, reports it and
+ends the run, instead of waiting out nbval's cell timeout."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ import threading
 import pytest
 
 OUT = None  # set by the runner: a line-buffered file the kernel does not inherit
+TOKEN = ""  # set by the runner: the run's secret, read from the grader's pipe
 MAX_STDOUT = 200_000
 
 
 def _emit(record: dict) -> None:
     if OUT is not None:
-        OUT.write("LLMMATH-CELL " + json.dumps(record) + "\n")
+        OUT.write(f"LLMMATH-CELL {TOKEN} " + json.dumps(record) + "\n")
         OUT.flush()
 
 

@@ -15,11 +15,14 @@ PREFIX = "LLMMATH-ANSWER "
 
 
 def encode(answer: object) -> dict:
-    """``answer`` as a JSON-able dict: ``kind`` none, int, fraction, float or other.
+    """``answer`` as a JSON-able dict: ``kind`` none, int, fraction, float, huge (an
+    integer beyond ``2**MAX_ANSWER_BITS``) or other.
 
     Integers are written in hexadecimal (``str`` of ``10**5000`` raises), floats with
     `float.hex`; never raises.
     """
+    import numbers
+
     from llmmath.coursework import NotAnswered, WrongAnswer, _as_number
 
     try:
@@ -27,6 +30,11 @@ def encode(answer: object) -> dict:
     except NotAnswered:
         return {"kind": "none"}
     except WrongAnswer:
+        try:
+            if isinstance(answer, numbers.Integral) and not isinstance(answer, bool):
+                return {"kind": "huge"}
+        except Exception:
+            pass
         return {"kind": "other", "type": _type_name(answer)}
     except Exception:
         return {"kind": "other", "type": _type_name(answer)}

@@ -7,8 +7,10 @@ prints a student's answers; ``editions [--out coursework]`` writes the blank she
 S] [--timeout S]`` grades every notebook under DIR, each in its own sandbox
 (`llmmath.coursework.grading`), and prints one line per student and question.
 
-Exit status: 0 (``grade``: every answer right), 1 (``grade``: some answer not right), 2
-bad input or no sandbox, with one line on stderr and never a traceback."""
+Exit status of ``grade``: 0 every answer of every sheet right, 1 some answer not right
+(wrong, not answered, tampered or unreadable), 2 the grader could not run (bad input, no
+key, no sandbox, a failed pre-flight), with one line on stderr and never a traceback.
+The other commands exit 0, or 2 on bad input."""
 
 from __future__ import annotations
 
@@ -45,6 +47,31 @@ def _count(text: str) -> int:
     return value
 
 
+def _grade_epilog() -> str:
+    import textwrap
+
+    from llmmath.coursework.grading import NAMING_RULE
+
+    rule = textwrap.fill(
+        f"Only regular files named {NAMING_RULE}.",
+        width=86,
+        initial_indent="  ",
+        subsequent_indent="  ",
+    )
+    return f"""\
+files read:
+{rule}
+  Links (never followed), devices, other files and deeper folders are listed in the
+  report as unreadable and never opened; nothing in DIR is imported or run as it is.
+
+exit status:
+  0  every answer of every sheet is right
+  1  some answer is not right (wrong, not answered, tampered or unreadable)
+  2  the grader could not run: bad input, no key, no sandbox, or a failed
+     pre-flight (the sandbox cannot import llmmath); nobody is marked then
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m llmmath.coursework",
@@ -60,7 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     key.add_argument("--student", required=True, help="the student's ID")
     ed = actions.add_parser("editions", help="the blank editions (coursework/)")
     ed.add_argument("--out", default="coursework", help="folder (default: coursework)")
-    g = actions.add_parser("grade", help="grade every notebook under DIR")
+    g = actions.add_parser(
+        "grade",
+        help="grade every notebook under DIR",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Grade every handed-in sheet under DIR, each in its own sandbox, "
+        "and print one line per student and question.",
+        epilog=_grade_epilog(),
+    )
     g.add_argument("folder", metavar="DIR", help="the handed-in notebooks")
     g.add_argument("--csv", help="also write the grades as CSV")
     g.add_argument("--junit", help="also write the grades as JUnit XML")
@@ -74,10 +108,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=_positive, default=600, help="seconds a notebook (600)"
     )
     g.add_argument(
-        "--memory-mb", type=_count, default=4096, help="address space (default 4096)"
+        "--memory-mb",
+        type=_count,
+        default=4096,
+        help="MiB for all of a sheet's processes (default 4096)",
     )
     g.add_argument(
         "--jobs", type=_count, default=0, help="sheets at once (default CPUs + 1)"
+    )
+    g.add_argument(
+        "--processes",
+        type=_count,
+        default=256,
+        help="processes and threads a sheet may run at once (default 256)",
     )
     for a in (h, g):
         a.add_argument(
@@ -109,16 +152,17 @@ def _grade(args) -> int:
         cell_timeout=args.cell_timeout,
         notebook_timeout=args.timeout,
         memory_mb=args.memory_mb,
+        processes=args.processes,
     )
     options = Options(limits, unsafe=args.unsafe, jobs=args.jobs, key_path=key_path)
     if args.unsafe:
         print("warning: grading without a sandbox (--unsafe)", file=sys.stderr)
     report = grade_folder(args.folder, key, options)
-    sys.stdout.write(report.text())
     if args.csv:
         report.write_csv(args.csv)
     if args.junit:
         report.write_junit(args.junit)
+    sys.stdout.write(report.text())
     return 0 if report.all_right else 1
 
 
@@ -132,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         read_students,
         student_notebook,
     )
+    from llmmath.coursework.signing import default_key_path
 
     args = build_parser().parse_args(argv)
     try:
@@ -139,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             return _grade(args)
         chapter_list = list(dict.fromkeys(args.chapters)) or list(chapters())
         if args.action == "handout":
+            key_path = Path(args.key) if args.key else default_key_path()
+            new_key = not key_path.exists()
             written = hand_out(
                 read_students(args.students),
                 args.out,
@@ -147,12 +194,23 @@ def main(argv: list[str] | None = None) -> int:
                 force=args.force,
             )
             print(f"wrote {len(written)} notebooks under {args.out}")
+            made = "created the key" if new_key else "signed with the key"
+            print(
+                f"{made} {key_path.resolve()}: grade with it, keep it private, out of "
+                "the hand-out folder and out of git, and back it up"
+            )
         elif args.action == "key":
             for chapter in chapter_list:
                 for n, p in enumerate(answer_key(chapter, args.student), 1):
-                    tol = (
-                        f" (relative tolerance {p.tolerance:g})" if p.tolerance else ""
-                    )
+                    tol = ""
+                    if p.tolerance:
+                        low, high = sorted(
+                            p.answer * (1 + s * p.tolerance) for s in (-1, 1)
+                        )
+                        tol = (
+                            f" (relative tolerance {p.tolerance:g}: "
+                            f"{low:,.10g} to {high:,.10g} accepted)"
+                        )
                     print(
                         f"{chapter} {args.student} question {n}: {p.answer_text}{tol}"
                     )

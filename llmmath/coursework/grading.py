@@ -1,37 +1,59 @@
 """Grading handed-in sheets so that nothing in a handed-in file but its answer code
-counts.
+counts, and no sheet can stop, slow or change the grading of another.
 
-For each notebook under the graded folder, `grade_folder`:
+`grade_folder` treats the hand-in folder as data:
 
-1. **checks the file** against the sheet that was handed out (`inspect_sheet`): its
+0. **lists it** (`list_hand_ins`) without following a link: only regular files named
+   ``<student>.ipynb`` or ``<student>/<chapter>.ipynb`` (see `NAMING_RULE`) are read;
+   links, devices, other files and deeper folders are listed in the report as
+   *unreadable* and never opened. Nothing in the folder is imported or run as it is.
+1. **checks each file** against the sheet that was handed out (`inspect_sheet`): its
    metadata must carry the HMAC signature of the teacher's key
-   (`llmmath.coursework.signing`), the file or its folder must be named after the signed
-   student, and every code cell but the answer cells (install, student ID, questions,
-   summary) must be the regenerated one, word for word. Each answer cell must be plain
+   (`llmmath.coursework.signing`), the file must be named after the signed student
+   (and chapter), and every code cell but the answer cells (install, student ID,
+   questions, summary) must be the regenerated one, word for word (empty code cells, a
+   byte-order mark and CRLF line ends are tolerated). Each answer cell must be plain
    Python (no ``%`` magics, ``!`` commands or nbval control comments) ending in its own
    ``sheet.check(n, answer_n)`` line, and must not rebind ``sheet``, ``Sheet`` or their
-   attributes. No cell may carry an nbval control tag. A sheet that fails any of these
-   is *tampered*, with the reason, and is not run.
-2. **runs it in a sandbox** (`llmmath.coursework.sandbox`): a notebook rebuilt from the
-   regenerated protected cells and the student's answer code, each answer cell followed
-   by a protected cell that prints ``answer_n``'s value (`llmmath.coursework._record`).
-   nbval (``pytest --nbval-lax``) runs it, with a per-cell and a per-notebook timeout.
-3. **judges each value in the grading process** (`llmmath.coursework.verdict`) against
+   attributes, run code from a string (``exec``, ``eval``, ``compile``) or touch
+   IPython's history (``In``, ``Out``). No cell may carry an nbval control tag. A sheet
+   that fails any of these is *tampered*, with the reason, and is not run.
+2. **settles identity and duplicates before anything runs**: a signed sheet handed in
+   under another name is tampered for the one who handed it in ("this is ada's sheet,
+   handed in as s002"), and the owner's own sheet is graded as usual; the same
+   student's sheet of a chapter handed in twice under that student's names is tampered
+   (both copies); each distinct sheet is run once.
+3. **checks the sandbox** (`preflight`): the runner must import llmmath and its
+   packages inside it; if it cannot, grading stops (`GradingError`) and nobody is
+   marked.
+4. **runs each sheet in a sandbox** (`llmmath.coursework.sandbox`): a notebook rebuilt
+   from the regenerated protected cells and the student's answer code, each answer
+   cell followed by a protected cell that prints ``answer_n``'s value
+   (`llmmath.coursework._record`). nbval (``pytest --nbval-lax``) runs it, with a
+   per-cell and a per-notebook timeout.
+5. **judges each value in the grading process** (`llmmath.coursework.verdict`) against
    the answer computed here from the signed student ID. The kernel's verdicts, outputs
    and exit status count for nothing.
 
-Verdicts: ``right``, ``wrong``, ``not answered`` and ``tampered``, each with a reason; a
-`Report` prints one line per student and question and writes CSV and JUnit XML.
+Any failure while reading, checking or running one sheet becomes that sheet's line
+(*unreadable* or *tampered*, with the reason): the report is always complete.
+
+Verdicts: ``right``, ``wrong``, ``not answered``, ``tampered`` and ``unreadable``, each
+with a reason; a `Report` prints one line per student and question and writes CSV and
+JUnit XML. Names that come from the folder are quoted in it, so no file name can pass
+for a line of the report.
 """
 
 from __future__ import annotations
 
 import ast
 import csv
+import hashlib
 import json
 import os
 import re
-import signal
+import secrets
+import stat
 import subprocess
 import tempfile
 import threading
@@ -46,6 +68,7 @@ from pathlib import Path
 from llmmath.coursework import (
     BANK,
     MAX_ANSWER_BITS,
+    STUDENT_ID_RULE,
     check_chapter,
     check_student_id,
     problem,
@@ -53,10 +76,18 @@ from llmmath.coursework import (
 )
 from llmmath.coursework._record import PREFIX
 from llmmath.coursework.handout import METADATA_KEY, check_source, student_notebook
-from llmmath.coursework.sandbox import Limits, SandboxUnavailable, command
+from llmmath.coursework.sandbox import Limits, SandboxUnavailable, launch
 from llmmath.coursework.signing import is_signed
 
-RIGHT, WRONG, NOT_ANSWERED, TAMPERED = "right", "wrong", "not answered", "tampered"
+RIGHT, WRONG, NOT_ANSWERED = "right", "wrong", "not answered"
+TAMPERED, UNREADABLE = "tampered", "unreadable"
+
+#: The names a handed-in sheet may have, relative to the graded folder.
+NAMING_RULE = (
+    "<student>.ipynb or <student>/<chapter>.ipynb, where <student> is the student's "
+    "ID (1 to 64 letters, digits or . _ @ -) and <chapter> the sheet's chapter, e.g. "
+    "07_kv_cache; JupyterLab's .ipynb_checkpoints folders are skipped"
+)
 
 #: nbval's control tags and comment markers (nbval 0.11), refused anywhere in a sheet.
 NBVAL_TAGS = {
@@ -70,17 +101,42 @@ NBVAL_TAGS = {
 NBVAL_COMMENT = re.compile(r"(?i)#\s*(nbval_\w*|pytest_validate_\w*)")
 MAX_NOTEBOOK_BYTES = 5_000_000
 MAX_ANSWER_CHARS = 20_000
+MAX_LISTED = 1000  # entries of the folder listed at most
 
 
 class GradingError(ValueError):
-    """Grading cannot start: no key, no sandbox, or no folder; the message says
-    which."""
+    """Grading cannot start: no key, no sandbox, no folder, or a failed pre-flight;
+    the message says which."""
+
+
+def quote(text: object, limit: int = 120) -> str:
+    """``text`` in single quotes, with backslashes, quotes and every control,
+    format or non-space separator character escaped (``\\n``, ``\\x1b``, ``\\u202e``):
+    a name from the folder that can never pass for report text."""
+    out = []
+    for c in str(text)[:limit]:
+        if c in "\\'":
+            out.append("\\" + c)
+        elif c == " " or unicodedata.category(c)[0] not in "CZ":
+            out.append(c)
+        elif ord(c) < 0x100:
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
+    return "'" + "".join(out) + ("...'" if len(str(text)) > limit else "'")
+
+
+def shown_name(name: str) -> str:
+    """A student name for the report: a valid student ID as it is, anything else
+    quoted (`quote`)."""
+    return name if STUDENT_ID_RULE.fullmatch(name) else quote(name, 64)
 
 
 @dataclass(frozen=True)
 class Row:
     """One line of the report: a student's question (``question`` None for a whole file
-    that cannot be read as a sheet), its verdict and why."""
+    that cannot be read as a sheet), its verdict and why. ``student`` and ``chapter``
+    are a valid ID and chapter, or quoted (`shown_name`)."""
 
     student: str
     chapter: str
@@ -90,6 +146,7 @@ class Row:
     file: str
 
     def line(self) -> str:
+        """The report's line: ``student chapter question n: verdict[: reason]``."""
         where = f"question {self.question}" if self.question else "sheet"
         text = f"{self.student} {self.chapter} {where}: {self.verdict}"
         return f"{text}: {self.reason}" if self.reason else text
@@ -98,13 +155,17 @@ class Row:
 @dataclass
 class Inspection:
     """What `inspect_sheet` found: the signed student and chapter (if any), the answer
-    code by question, and the reasons the sheet is tampered (empty if it is not)."""
+    code by question, and the reasons the sheet is tampered (empty if it is not).
+    ``owner`` is the signed student, ``student`` the one it is graded as (the name it
+    was handed in under)."""
 
     file: str
     student: str
     chapter: str
     answers: dict[int, str] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
+    owner: str = ""
+    verdict: str = TAMPERED
 
 
 def clean(text: object, limit: int = 200) -> str:
@@ -119,17 +180,129 @@ def clean(text: object, limit: int = 200) -> str:
 def _source(cell: dict) -> str:
     src = cell.get("source", "")
     if isinstance(src, list) and all(isinstance(s, str) for s in src):
-        return "".join(src)
-    if isinstance(src, str):
-        return src
-    raise ValueError("a cell's source is neither text nor a list of lines")
+        src = "".join(src)
+    if not isinstance(src, str):
+        raise ValueError("a cell's source is neither text nor a list of lines")
+    return src.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _name_of(path: Path, root: Path) -> str:
-    """The student a handed-in file is named after, for files that name no signed
-    one."""
-    rel = path.relative_to(root)
-    return clean(rel.parts[0] if len(rel.parts) > 1 else path.stem, 64)
+# --- The hand-in folder ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HandIn:
+    """A file of the folder that follows `NAMING_RULE`: its parts relative to the
+    folder, the student it is named after, and the chapter (None for
+    ``<student>.ipynb``)."""
+
+    parts: tuple[str, ...]
+    student: str
+    chapter: str | None
+
+    @property
+    def rel(self) -> str:
+        return "/".join(self.parts)
+
+
+def _named(parts: tuple[str, ...]) -> tuple[str, str | None] | None:
+    """(student, chapter) if ``parts`` follow `NAMING_RULE`, else None."""
+    if not parts[-1].endswith(".ipynb"):
+        return None
+    stem = parts[-1][: -len(".ipynb")]
+    if len(parts) == 1 and STUDENT_ID_RULE.fullmatch(stem):
+        return stem, None
+    if len(parts) == 2 and STUDENT_ID_RULE.fullmatch(parts[0]) and stem in BANK:
+        return parts[0], stem
+    return None
+
+
+def _refused(parts: tuple[str, ...], what: str) -> Row:
+    name = parts[0] if len(parts) > 1 else parts[0].removesuffix(".ipynb")
+    rel = quote("/".join(parts), 200)
+    return Row(
+        shown_name(name),
+        "?",
+        None,
+        UNREADABLE,
+        f"refused {rel}: {what}; only regular files named {NAMING_RULE.split(',')[0]} "
+        "are read",
+        clean("/".join(parts), 300),
+    )
+
+
+def list_hand_ins(folder: Path) -> tuple[list[HandIn], list[Row]]:
+    """The files of ``folder`` that follow `NAMING_RULE`, and a refused row for every
+    other entry (links, devices, other files, deeper folders), found without following
+    any link. At most `MAX_LISTED` entries are looked at."""
+    found: list[HandIn] = []
+    refused: list[Row] = []
+    seen = 0
+
+    def walk(path: Path, parts: tuple[str, ...]) -> None:
+        nonlocal seen
+        try:
+            entries = sorted(os.scandir(path), key=lambda e: e.name)
+        except OSError as e:
+            refused.append(_refused(parts or (".",), f"cannot list it ({e.strerror})"))
+            return
+        for entry in entries:
+            seen += 1
+            if seen > MAX_LISTED:
+                if seen == MAX_LISTED + 1:
+                    refused.append(
+                        _refused(parts + (entry.name,), f"more than {MAX_LISTED} files")
+                    )
+                return
+            here = parts + (entry.name,)
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError as e:
+                refused.append(_refused(here, f"cannot read it ({e.strerror})"))
+                continue
+            if stat.S_ISDIR(mode):
+                if entry.name == ".ipynb_checkpoints":
+                    continue
+                if len(here) > 1:  # only one level of folders
+                    refused.append(_refused(here, "a folder inside a student's folder"))
+                    continue
+                walk(Path(entry.path), here)
+            elif stat.S_ISLNK(mode):
+                refused.append(_refused(here, "a symbolic link, not followed"))
+            elif not stat.S_ISREG(mode):
+                refused.append(_refused(here, "not a regular file (a device or pipe)"))
+            elif (named := _named(here)) is None:
+                refused.append(_refused(here, "not named after a student"))
+            else:
+                found.append(HandIn(here, *named))
+
+    walk(Path(folder), ())
+    return found, refused
+
+
+def read_hand_in(folder: Path, parts: tuple[str, ...]) -> bytes:
+    """The bytes of ``folder/parts``, opened without following a link at any step.
+
+    Raises:
+        OSError: a link, not a regular file, or larger than `MAX_NOTEBOOK_BYTES`.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            fd = os.open(part, flags | os.O_DIRECTORY, dir_fd=dir_fd)
+            os.close(dir_fd)
+            dir_fd = fd
+        fd = os.open(parts[-1], flags, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError("not a regular file")
+        data = f.read(MAX_NOTEBOOK_BYTES + 1)
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        raise OSError(f"larger than {MAX_NOTEBOOK_BYTES:,} bytes")
+    return data
 
 
 ROLES = {"hide-cell": "install", "student-id": "student ID", "summary": "summary"}
@@ -155,6 +328,18 @@ def _template(chapter: str, student: str) -> list[tuple[str, str]]:
 
 
 _REBIND = "rebinds `{}`: only the handed-out sheet and its checker are graded"
+#: Calls and names an answer cell may not use: code from a string, which no check can
+#: read, and IPython's input and output history.
+FORBIDDEN_CALLS = ("exec", "eval", "compile", "__import__", "breakpoint")
+FORBIDDEN_NAMES = ("In", "Out", "_ih", "_oh", "_ii", "_iii", "get_ipython")
+
+
+def _unparse(node: ast.AST) -> str | None:
+    """``ast.unparse(node)``, or None for an expression nested too deeply for it."""
+    try:
+        return ast.unparse(node)
+    except (RecursionError, MemoryError, ValueError):
+        return None
 
 
 def _answer_problems(n: int, src: str) -> tuple[str, list[str]]:
@@ -175,13 +360,13 @@ def _answer_problems(n: int, src: str) -> tuple[str, list[str]]:
             "cell magics, % and ! lines are refused"
         ]
     except (ValueError, RecursionError, MemoryError):
-        return "", [f"{where} cannot be parsed"]
+        return "", [f"{where} cannot be parsed: it is nested too deeply"]
     last = tree.body[-1] if tree.body else None
     if not (
         isinstance(last, ast.Expr)
         and last.lineno == last.end_lineno == len(lines)
         and last.col_offset == 0
-        and ast.unparse(last) == check
+        and _unparse(last) == check
     ):
         return "", [f"`{check}` is not a statement of its own at the end of {where}"]
     problems = []
@@ -196,7 +381,7 @@ def _answer_problems(n: int, src: str) -> tuple[str, list[str]]:
             while isinstance(base, ast.Attribute):
                 base = base.value
             if isinstance(base, ast.Name) and base.id in ("sheet", "Sheet"):
-                names.append(ast.unparse(node))
+                names.append(_unparse(node) or base.id)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names += [(a.asname or a.name).split(".")[0] for a in node.names]
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
@@ -207,12 +392,24 @@ def _answer_problems(n: int, src: str) -> tuple[str, list[str]]:
             names += [node.rest] if node.rest else []
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.append(node.name)
-        elif (
-            isinstance(node, ast.Call)
-            and getattr(node.func, "id", "") in ("setattr", "delattr")
-            and node.args
-        ):
-            names.append(f"{ast.unparse(node.args[0])} ({node.func.id})")
+        elif isinstance(node, ast.AnnAssign):
+            ann = node.annotation
+            if isinstance(ann, ast.Name) and ann.id in ("sheet", "Sheet"):
+                names.append(f"{ann.id} (an annotation)")
+        elif isinstance(node, ast.Call):
+            func = getattr(node.func, "id", "")
+            if func in ("setattr", "delattr") and node.args:
+                first = _unparse(node.args[0])
+                if first is None:
+                    problems.append(f"{where} is nested too deeply to check")
+                else:
+                    names.append(f"{first} ({func})")
+            elif func in FORBIDDEN_CALLS:
+                problems.append(
+                    f"{where} calls `{func}`: code run from a string cannot be checked"
+                )
+        if isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
+            problems.append(f"{where} uses IPython's `{node.id}`")
         for name in names:
             if re.match(r"(sheet|Sheet)\b", name):
                 problems.append(f"{where} {_REBIND.format(name)}")
@@ -220,22 +417,46 @@ def _answer_problems(n: int, src: str) -> tuple[str, list[str]]:
     return body, sorted(set(problems))
 
 
-def inspect_sheet(path: Path, root: Path, key: bytes) -> Inspection:
-    """Check one handed-in notebook against the sheet that was handed out (see the
-    module's step 1); never runs it and never raises."""
-    rel = clean(path.relative_to(root), 300)
-    found = Inspection(rel, _name_of(path, root), "?")
+def _cells(data: bytes) -> tuple[list[tuple[object, str, object]], object]:
+    """(type, source, metadata) of each cell of a notebook's bytes, and its metadata.
+
+    Raises:
+        ValueError: not a notebook (the message says why).
+    """
     try:
-        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-            raise ValueError(f"larger than {MAX_NOTEBOOK_BYTES:,} bytes")
-        nb = json.loads(path.read_bytes().decode("utf-8"))
-        cells = nb["cells"]
-        if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
-            raise ValueError("no list of cells")
-        sources = [(c.get("cell_type"), _source(c), c.get("metadata")) for c in cells]
-        meta = nb.get("metadata", {})
-    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
-        found.reasons.append(f"not a readable notebook ({clean(e, 80)})")
+        nb = json.loads(data.decode("utf-8-sig"))
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise ValueError("no list of cells")
+    sources = [(c.get("cell_type"), _source(c), c.get("metadata")) for c in cells]
+    return sources, nb.get("metadata", {})
+
+
+def inspect_sheet(
+    path: Path, root: Path, key: bytes, data: bytes | None = None
+) -> Inspection:
+    """Check one handed-in notebook against the sheet that was handed out (see the
+    module's step 1); never runs it and never raises. ``data``: its bytes, if already
+    read (else read without following links)."""
+    parts = Path(path).relative_to(root).parts
+    rel = clean("/".join(parts), 300)
+    named = _named(parts)
+    handed_in_as = named[0] if named else (parts[0] if len(parts) > 1 else path.stem)
+    found = Inspection(rel, shown_name(handed_in_as), "?")
+    if named is None:
+        found.verdict = UNREADABLE
+        found.reasons.append(_refused(parts, "not named after a student").reason)
+        return found
+    try:
+        if data is None:
+            data = read_hand_in(root, parts)
+        sources, meta = _cells(data)
+    except (OSError, ValueError, UnicodeDecodeError, MemoryError) as e:
+        found.verdict = UNREADABLE
+        why = e.strerror if isinstance(e, OSError) and e.strerror else e
+        found.reasons.append(f"not a readable notebook ({clean(why, 80)})")
         return found
     fields = meta.get(METADATA_KEY) if isinstance(meta, dict) else None
     if not isinstance(fields, dict):
@@ -251,14 +472,26 @@ def inspect_sheet(path: Path, root: Path, key: bytes) -> Inspection:
         return found
     try:  # signed by the teacher's key, so these are the handed-out values
         found.chapter = check_chapter(fields["chapter"])
-        found.student = check_student_id(fields["student"])
+        found.owner = check_student_id(fields["student"])
     except ValueError as e:
         found.reasons.append(clean(e))
         return found
-    parts = path.relative_to(root).parts
-    names = {path.stem.casefold()} | {p.casefold() for p in parts[:-1]}
+    if found.owner.casefold() != handed_in_as.casefold():
+        # Graded as the one who handed it in; the owner's own sheet is not touched.
+        found.reasons.append(
+            f"this is {found.owner}'s sheet, handed in as {shown_name(handed_in_as)} "
+            f"({quote(rel)})"
+        )
+        return found
+    found.student = found.owner
+    if named[1] is not None and named[1] != found.chapter:
+        found.reasons.append(
+            f"this is the sheet of {found.chapter}, handed in as {quote(rel)}"
+        )
+        return found
     for i, (kind, src, cell_meta) in enumerate(sources):
-        tags = cell_meta.get("tags", []) if isinstance(cell_meta, dict) else []
+        tags = cell_meta.get("tags") if isinstance(cell_meta, dict) else None
+        tags = tags if isinstance(tags, list) else []
         bad = sorted(
             {str(t) for t in tags if isinstance(t, str) and t.lower() in NBVAL_TAGS}
         )
@@ -268,7 +501,8 @@ def inspect_sheet(path: Path, root: Path, key: bytes) -> Inspection:
             found.reasons.append(f"cell {i} holds nbval's control comment `{m[0]}`")
         if kind not in ("code", "markdown", "raw"):
             found.reasons.append(f"cell {i} has an unknown type")
-    code = [src for kind, src, _ in sources if kind == "code"]
+    # Empty code cells (JupyterLab adds one after Shift+Enter on the last) are ignored.
+    code = [src for kind, src, _ in sources if kind == "code" and src.strip()]
     template = _template(found.chapter, found.student)
     if len(code) != len(template):
         found.reasons.append(
@@ -285,11 +519,6 @@ def inspect_sheet(path: Path, root: Path, key: bytes) -> Inspection:
                 found.reasons.append(
                     f"the {role} cell differs from the handed-out sheet"
                 )
-    if found.student.casefold() not in names:  # graded under the name it came in as
-        found.reasons.insert(
-            0, f"handed in as {rel}, but the sheet was handed out to {found.student}"
-        )
-        found.student = _name_of(path, root)
     return found
 
 
@@ -344,66 +573,99 @@ class Options:
     key_path: Path | None = None
 
 
-def run_sheet(nb: dict, options: Options) -> tuple[dict[int, dict], str | None]:
-    """Run ``nb`` in the sandbox: the runner's record of each code cell by number, and
-    why the run stopped early (None if it finished)."""
+@dataclass
+class Run:
+    """What a sandboxed run gave: the runner's record of each code cell by number, why
+    it stopped early (None if it finished), and the sheet's limits it ran into."""
+
+    cells: dict[int, dict]
+    stopped: str | None
+    hit: list[str] = field(default_factory=list)
+
+
+def run_sheet(nb: dict, options: Options) -> Run:
+    """Run ``nb`` in the sandbox (`llmmath.coursework.sandbox.launch`)."""
+    token = secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="llmmath-grade-") as tmp:
-        sheet = Path(tmp) / "sheet.ipynb"
-        sheet.write_text(json.dumps(nb), encoding="utf-8")
-        args = command(
-            sheet, options.limits, unsafe=options.unsafe, hide=[options.key_path]
-        )
-        start = time.monotonic()
-        proc = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+        started = launch(
+            options.limits,
+            unsafe=options.unsafe,
+            hide=[options.key_path],
             cwd=tmp,
-            start_new_session=True,
             env=_runner_env(tmp) if options.unsafe else None,
         )
+        proc = started.process
+        start = time.monotonic()
         chunks: list[bytes] = []
-        reader = threading.Thread(target=_read_capped, args=(proc.stdout, chunks))
-        reader.start()
+        threads = [
+            threading.Thread(
+                target=_feed,
+                args=(proc.stdin, (token + "\n").encode() + json.dumps(nb).encode()),
+            ),
+            threading.Thread(target=_read_capped, args=(proc.stdout, chunks)),
+        ]
+        for t in threads:
+            t.start()
         try:
             proc.wait(timeout=options.limits.notebook_timeout)
             stopped = None
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
             stopped = (
                 f"stopped after the notebook's time limit of "
                 f"{options.limits.notebook_timeout:g} s"
             )
-        reader.join()
-        out = b"".join(chunks)
+        finally:
+            hit = started.cgroup.hit() if started.cgroup else []
+            started.close()
+            proc.wait()
+        for t in threads:
+            t.join()
         elapsed = time.monotonic() - start
     cells: dict[int, dict] = {}
-    for raw in out.decode("utf-8", "replace").splitlines():
-        if not raw.startswith("LLMMATH-CELL "):
-            continue
+    marker = f"LLMMATH-CELL {token} "
+    for raw in b"".join(chunks).decode("utf-8", "replace").splitlines():
+        if not raw.startswith(marker):
+            continue  # not from the runner: a line without the run's token
         try:
-            rec = json.loads(raw[len("LLMMATH-CELL ") :])
+            rec = json.loads(raw[len(marker) :])
             cell = rec["cell"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             continue
         if isinstance(cell, int) and cell not in cells:
             cells[cell] = rec
+    limit = _limit_text(hit, options.limits)
     if (
         stopped is None
         and proc.returncode != 0
+        and not cells
         and not any(r.get("died") for r in cells.values())
     ):
-        if not cells:
-            stopped = (
-                f"the sandbox stopped it (exit status {proc.returncode}, "
-                f"{elapsed:.0f} s): the memory or CPU limit, or a crash"
-            )
-    return cells, stopped
+        stopped = (
+            f"the sandbox stopped it (exit status {proc.returncode}, "
+            f"{elapsed:.0f} s): {limit or 'the memory or CPU limit, or a crash'}"
+        )
+    return Run(cells, stopped, hit)
+
+
+def _limit_text(hit: list[str], limits: Limits) -> str:
+    parts = []
+    if "memory" in hit:
+        parts.append(f"the sheet's memory limit of {limits.memory_mb:,} MiB")
+    if "processes" in hit:
+        parts.append(f"the sheet's limit of {limits.processes} processes")
+    return " and ".join(parts)
 
 
 MAX_REPORT_BYTES = 16 << 20
+
+
+def _feed(stream, data: bytes) -> None:
+    """Write ``data`` to ``stream`` and close it; a runner that is gone is no error."""
+    try:
+        stream.write(data)
+        stream.close()
+    except (OSError, ValueError):
+        pass
 
 
 def _read_capped(stream, chunks: list[bytes]) -> None:
@@ -423,9 +685,43 @@ def _runner_env(tmp: str) -> dict[str, str]:
     return {**os.environ, "HOME": str(home), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
+def preflight(options: Options) -> None:
+    """Check, before grading anyone, that the runner imports llmmath and its packages
+    where the sheets will run (the sandbox, or here with ``unsafe``).
+
+    Raises:
+        GradingError: it cannot, with the runner's error in one line.
+    """
+    try:
+        started = launch(
+            options.limits,
+            unsafe=options.unsafe,
+            hide=[options.key_path],
+            check=True,
+            stderr=subprocess.PIPE,
+        )
+    except SandboxUnavailable as e:
+        raise GradingError(str(e)) from None
+    try:
+        _, err = started.process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        err = b"no answer in 120 s"
+    finally:
+        started.close()
+    if started.process.returncode != 0:
+        lines = err.decode("utf-8", "replace").strip().splitlines() or ["failed"]
+        where = "here" if options.unsafe else "inside the sandbox"
+        raise GradingError(
+            f"pre-flight: the grader cannot run {where} ({clean(lines[-1], 200)}); "
+            "nobody was graded. The sandbox shows Python, its site-packages and "
+            "llmmath's own folder, read-only, to an unprivileged user: install llmmath "
+            "(not editable from another folder) into the Python that grades"
+        )
+
+
 def _decode(rec: dict | None) -> object:
-    """The value a record line names: int, Fraction, float, ``...`` (none) or a type
-    name."""
+    """The value a record line names: int, Fraction, float, ``...`` (none), or a tuple
+    (``"type"``, name) or (``"huge"``, bits)."""
     if not isinstance(rec, dict):
         return None
     kind = rec.get("kind")
@@ -443,6 +739,8 @@ def _decode(rec: dict | None) -> object:
             return Fraction(int(rec["num"], 16), int(rec["den"], 16))
         if kind == "float" and len(rec["hex"]) < 40:
             return float.fromhex(rec["hex"])
+        if kind == "huge":
+            return ("huge", None)
         if kind == "other":
             return ("type", clean(rec.get("type", "object"), 60))
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
@@ -456,29 +754,33 @@ def _answer_record(rec: dict | None, n: int) -> dict | None:
         if line.startswith(PREFIX):
             try:
                 value = json.loads(line[len(PREFIX) :])
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(value, dict) and value.get("question") == n:
                 return value
     return None
 
 
-def _cell_error(rec: dict | None) -> str | None:
+def _cell_error(rec: dict | None, limit: str = "") -> str | None:
     if not isinstance(rec, dict):
         return None
     if rec.get("died"):
+        if limit:
+            return f"the kernel stopped ({limit})"
         return "the kernel stopped (os._exit, a crash or the memory limit)"
     if rec.get("timeout"):
-        limit = rec.get("timeout")
-        limit = f"{limit:g}" if isinstance(limit, (int, float)) else "its"
-        return f"the cell ran over its time limit of {limit} s"
+        seconds = rec.get("timeout")
+        seconds = f"{seconds:g}" if isinstance(seconds, (int, float)) else "its"
+        return f"the cell ran over its time limit of {seconds} s"
     if rec.get("error"):
         return "the answer cell raised " + clean(rec["error"], 160)
     return None
 
 
-def judge_sheet(found: Inspection, cells: dict[int, dict], stopped: str | None):
+def judge_sheet(found: Inspection, run: Run, limits: Limits | None = None) -> list[Row]:
     """The rows of a sheet that was run: each question's value judged here."""
+    cells, stopped = run.cells, run.stopped
+    limit = _limit_text(run.hit, limits or Limits())
     rows = []
     last = max(cells, default=-1)
     died = next((c for c, r in sorted(cells.items()) if r.get("died")), None)
@@ -487,27 +789,35 @@ def judge_sheet(found: Inspection, cells: dict[int, dict], stopped: str | None):
         p = problem(found.chapter, found.student, n)
         answer_cell, record_cell = cells.get(3 * n), cells.get(3 * n + 1)
         value = _decode(_answer_record(record_cell, n))
-        error = _cell_error(answer_cell) or _cell_error(cells.get(3 * n - 1))
+        error = _cell_error(answer_cell, limit) or _cell_error(cells.get(3 * n - 1))
 
         def row(verdict_, reason):
             return Row(found.student, found.chapter, n, verdict_, reason, found.file)
 
         if record_cell is None or value is None:
             if died is not None and died <= 3 * n + 1:
-                why = "the kernel stopped (os._exit, a crash or the memory limit)"
-                why = _cell_error(cells.get(died)) or why
+                why = _cell_error(cells.get(died), limit)
             elif stopped:
                 why = stopped
             elif error:
                 why = error
             elif last < 3 * n + 1:
                 why = "grading stopped before this answer"
+                why += f" ({limit})" if limit else ""
             else:
                 why = "no value was recorded for it"
             rows.append(row(WRONG, why))
         elif value is ...:
             rows.append(
                 row(NOT_ANSWERED, error or f"answer_{n} is still ... (or None)")
+            )
+        elif isinstance(value, tuple) and value[0] == "huge":
+            rows.append(
+                row(
+                    WRONG,
+                    f"the answer is too large: an integer of more than "
+                    f"{MAX_ANSWER_BITS:,} bits",
+                )
             )
         elif isinstance(value, tuple):
             rows.append(row(WRONG, f"the answer must be a number; got {value[1]}"))
@@ -522,20 +832,51 @@ def judge_sheet(found: Inspection, cells: dict[int, dict], stopped: str | None):
     return rows
 
 
+def _rows_of(found: Inspection) -> list[Row]:
+    """The rows of a sheet that is not run: tampered or unreadable, with the reasons."""
+    reason = "; ".join(dict.fromkeys(found.reasons))
+    if found.chapter == "?":
+        return [Row(found.student, "?", None, found.verdict, reason, found.file)]
+    return [
+        Row(found.student, found.chapter, q.number, found.verdict, reason, found.file)
+        for q in BANK[found.chapter]
+    ]
+
+
+def _safe_inspect(path: Path, root: Path, key: bytes) -> Inspection:
+    """`inspect_sheet`, with any failure of the grader's own turned into an unreadable
+    sheet."""
+    try:
+        return inspect_sheet(path, root, key)
+    except Exception as e:  # one sheet never ends the run
+        rel = clean(Path(path).relative_to(root), 300)
+        parts = Path(rel).parts
+        found = Inspection(rel, shown_name(parts[0].removesuffix(".ipynb")), "?")
+        found.verdict = UNREADABLE
+        found.reasons.append(
+            f"the grader could not check it ({type(e).__name__}: {clean(e, 80)})"
+        )
+        return found
+
+
+def _run_and_judge(found: Inspection, options: Options) -> list[Row]:
+    try:
+        nb = grading_notebook(found.chapter, found.student, found.answers)
+        return judge_sheet(found, run_sheet(nb, options), options.limits)
+    except Exception as e:  # one sheet never ends the run
+        found.verdict = UNREADABLE
+        found.reasons = [
+            f"the grader could not run it ({type(e).__name__}: {clean(e, 80)})"
+        ]
+        return _rows_of(found)
+
+
 def grade_sheet(path: Path, root: Path, key: bytes, options: Options) -> list[Row]:
     """Inspect, run and judge one handed-in notebook (see the module's docstring)."""
-    found = inspect_sheet(path, root, key)
+    found = _safe_inspect(path, root, key)
     if found.reasons:
-        reason = "; ".join(dict.fromkeys(found.reasons))
-        if found.chapter == "?":
-            return [Row(found.student, "?", None, TAMPERED, reason, found.file)]
-        return [
-            Row(found.student, found.chapter, q.number, TAMPERED, reason, found.file)
-            for q in BANK[found.chapter]
-        ]
-    nb = grading_notebook(found.chapter, found.student, found.answers)
-    cells, stopped = run_sheet(nb, options)
-    return judge_sheet(found, cells, stopped)
+        return _rows_of(found)
+    return _run_and_judge(found, options)
 
 
 # --- The report -----------------------------------------------------------------------
@@ -549,6 +890,7 @@ class Report:
 
     @property
     def all_right(self) -> bool:
+        """Whether there is a row and every row is right."""
         return bool(self.rows) and all(r.verdict == RIGHT for r in self.rows)
 
     def text(self) -> str:
@@ -557,14 +899,15 @@ class Report:
         sheets: dict[str, set[str]] = {}
         for r in self.rows:
             sheets.setdefault(r.file, set()).add(r.verdict)
-        counts = [
-            sum(v == {RIGHT} for v in sheets.values()),
-            sum(TAMPERED in v for v in sheets.values()),
-        ]
+        right = sum(v == {RIGHT} for v in sheets.values())
+        tampered = sum(TAMPERED in v for v in sheets.values())
+        unreadable = sum(UNREADABLE in v and TAMPERED not in v for v in sheets.values())
+        rest = len(sheets) - right - tampered - unreadable
+        counts = f"{right} all right, {tampered} tampered, "
+        counts += f"{unreadable} unreadable, " if unreadable else ""
         lines.append(
-            f"{len(sheets)} sheet{'s' if len(sheets) != 1 else ''}: "
-            f"{counts[0]} all right, {counts[1]} tampered, "
-            f"{len(sheets) - sum(counts)} with wrong or missing answers"
+            f"{len(sheets)} sheet{'s' if len(sheets) != 1 else ''}: {counts}"
+            f"{rest} with wrong or missing answers"
         )
         return "\n".join(lines) + "\n"
 
@@ -624,66 +967,72 @@ def _cell_safe(value: object) -> str:
 
 
 def find_sheets(folder: Path) -> list[Path]:
-    """Every ``.ipynb`` under ``folder`` (checkpoints aside), in a stable order."""
-    return sorted(
-        p
-        for p in folder.rglob("*.ipynb")
-        if ".ipynb_checkpoints" not in p.parts and p.is_file()
-    )
+    """Every file under ``folder`` that follows `NAMING_RULE` (see `list_hand_ins`),
+    in a stable order."""
+    return [Path(folder, *h.parts) for h in list_hand_ins(Path(folder))[0]]
+
+
+def _settle(found: list[Inspection]) -> None:
+    """Mark as tampered every copy of a sheet that its owner handed in more than once
+    (under the owner's own names); others' copies are already tampered."""
+    owners: dict[tuple[str, str], list[Inspection]] = {}
+    for f in found:
+        if not f.reasons:
+            owners.setdefault((f.owner.casefold(), f.chapter), []).append(f)
+    for group in owners.values():
+        if len(group) > 1:
+            files = ", ".join(quote(g.file) for g in group)
+            for g in group:
+                g.reasons.append(
+                    f"the same sheet was handed in {len(group)} times ({files})"
+                )
 
 
 def grade_folder(
     folder: str | os.PathLike, key: bytes, options: Options | None = None
 ) -> Report:
-    """Grade every notebook under ``folder`` (see the module's docstring).
-
-    Two files that are the same student's sheet of the same chapter are both tampered.
+    """Grade every hand-in under ``folder`` (see the module's docstring).
 
     Raises:
-        GradingError: ``folder`` is not a folder or holds no notebook, or no sandbox
-            can be had and ``options.unsafe`` is not set.
+        GradingError: ``folder`` is not a folder or holds nothing, no sandbox can be
+            had and ``options.unsafe`` is not set, or the pre-flight fails.
     """
     options = options or Options()
     root = Path(folder)
     if not root.is_dir():
         raise GradingError(f"{folder}: not a folder")
-    if not options.unsafe:
-        try:
-            command(root, options.limits, probe=True)
-        except SandboxUnavailable as e:
-            raise GradingError(str(e)) from None
-    paths = find_sheets(root)
-    if not paths:
+    hand_ins, refused = list_hand_ins(root)
+    if not hand_ins and not refused:
         raise GradingError(f"{folder}: no notebooks (.ipynb) in it")
+    preflight(options)
+    found = [_safe_inspect(Path(root, *h.parts), root, key) for h in hand_ins]
+    _settle(found)
+    graded: dict[str, list[Row]] = {f.file: _rows_of(f) for f in found if f.reasons}
+    runs: dict[str, list[Inspection]] = {}  # each distinct sheet runs once
+    for f in found:
+        if not f.reasons:
+            nb = grading_notebook(f.chapter, f.student, f.answers)
+            digest = hashlib.sha256(json.dumps(nb, sort_keys=True).encode()).hexdigest()
+            runs.setdefault(digest, []).append(f)
     jobs = options.jobs or (os.cpu_count() or 1) + 1  # a sheet waits on its kernel
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        graded = list(pool.map(lambda p: grade_sheet(p, root, key, options), paths))
-    owners: dict[tuple[str, str], list[str]] = {}
-    for rows in graded:
-        r = rows[0]
-        if r.chapter != "?":
-            owners.setdefault((r.student.casefold(), r.chapter), []).append(r.file)
-    rows = []
-    for group in graded:
-        for r in group:
-            files = owners.get((r.student.casefold(), r.chapter), [])
-            if len(files) > 1:
-                r = Row(
-                    r.student,
-                    r.chapter,
-                    r.question,
-                    TAMPERED,
-                    f"the same sheet was handed in {len(files)} times ("
-                    + ", ".join(files)
-                    + ")",
-                    r.file,
-                )
-            rows.append(r)
+        results = list(pool.map(lambda g: _run_and_judge(g[0], options), runs.values()))
+    for group, rows in zip(runs.values(), results):
+        for f in group:
+            graded[f.file] = [
+                Row(r.student, r.chapter, r.question, r.verdict, r.reason, f.file)
+                for r in rows
+            ]
+    order = {f.file: i for i, f in enumerate(found)}
+    rows = [r for f in sorted(graded, key=order.get) for r in graded[f]]
+    rows += refused
     return Report(rows)
 
 
 __all__ = [
+    "NAMING_RULE",
     "GradingError",
+    "HandIn",
     "Options",
     "Report",
     "Row",
@@ -692,4 +1041,8 @@ __all__ = [
     "grade_sheet",
     "grading_notebook",
     "inspect_sheet",
+    "list_hand_ins",
+    "preflight",
+    "quote",
+    "read_hand_in",
 ]

@@ -1,22 +1,19 @@
-"""A pytest plugin that grades coursework sheets under ``pytest --nbval`` the safe way.
+"""A pytest plugin that keeps ``pytest --nbval`` from passing a coursework sheet.
 
 nbval alone runs a handed-in notebook as it is, so a student who edits the notebook
 (nbval's control tags, a patched checker, another student's ID) can make it pass. For
-every notebook that is a coursework sheet, this plugin takes nbval's tests away and puts
-its own in their place:
+each notebook that looks like a coursework sheet (its metadata, or a code cell that
+names ``llmmath.coursework``) this plugin takes nbval's tests away and puts one failing
+test in their place, which says how to grade it.
 
-- with ``--coursework-key KEYFILE`` (the teacher's key, `llmmath.coursework.signing`),
-  *every* notebook collected is graded by `llmmath.coursework.grading.grade_sheet`, each
-  in its own sandbox: one test per question, failing with the verdict and its reason (a
-  notebook that is not a signed sheet fails as tampered). ``--coursework-unsafe``,
-  ``--coursework-cell-timeout`` and ``--coursework-timeout`` are the ``grade`` command's
-  ``--unsafe``, ``--cell-timeout`` and ``--timeout``;
-- without it, each notebook that looks like a sheet (its metadata, or a code cell that
-  names ``llmmath.coursework``) gets one failing test that says how to grade it.
+Grading is ``python -m llmmath.coursework grade DIR`` alone. pytest cannot grade a
+hand-in folder safely: it imports every ``conftest.py`` and collects every test file
+under the folder it is given, in the teacher's own process, before any plugin could
+refuse them. So ``pytest --coursework-key ...``, once a way to grade, now stops before
+pytest loads anything from the folder and says to use ``grade``.
 
-``python -m llmmath.coursework grade DIR`` runs the same grading without pytest and also
-catches a sheet handed in twice. pytest loads this plugin by itself wherever llmmath is
-installed (entry point ``pytest11``); it leaves other notebooks to nbval.
+pytest loads this plugin by itself wherever llmmath is installed (entry point
+``pytest11``); it leaves other notebooks to nbval.
 """
 
 from __future__ import annotations
@@ -28,35 +25,38 @@ import pytest
 
 from llmmath.coursework.handout import METADATA_KEY
 
+GRADE = "python -m llmmath.coursework grade DIR"
+
 
 class GradeFailure(Exception):
-    """A question that is not right; the message is the report's line."""
+    """A sheet run by pytest: the message says how to grade it."""
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("llmmath coursework")
     group.addoption(
         "--coursework-key",
-        help="grade every notebook as a coursework sheet signed with this key file",
+        help=f"removed: pytest would import conftest.py files from the graded folder; "
+        f"grade with `{GRADE} --key KEYFILE`",
     )
-    group.addoption(
-        "--coursework-unsafe",
-        action="store_true",
-        help="grade without a sandbox (not advised)",
-    )
-    group.addoption(
-        "--coursework-cell-timeout", type=float, default=60, help="seconds (60)"
-    )
-    group.addoption(
-        "--coursework-timeout", type=float, default=600, help="seconds a sheet (600)"
-    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    """Refuse ``--coursework-key`` before pytest imports any ``conftest.py``."""
+    if any(str(a).startswith("--coursework") for a in args):
+        raise pytest.UsageError(
+            "pytest --coursework-key no longer grades: pytest would import conftest.py "
+            "and test files from the students' folder as you. Grade with "
+            f"`{GRADE} --key KEYFILE` instead"
+        )
 
 
 def looks_like_sheet(path: Path) -> bool:
     """Whether the notebook at ``path`` is, or was made from, a coursework sheet."""
     try:
-        nb = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        nb = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError, RecursionError):
         return False
     if not isinstance(nb, dict):
         return False
@@ -74,57 +74,29 @@ def looks_like_sheet(path: Path) -> bool:
 @pytest.hookimpl(wrapper=True)
 def pytest_collect_file(file_path, parent):
     collected = yield
-    if file_path.suffix != ".ipynb":
-        return collected
-    graded = parent.config.getoption("coursework_key") is not None
-    if not graded and not looks_like_sheet(file_path):
+    if file_path.suffix != ".ipynb" or not looks_like_sheet(file_path):
         return collected
     keep = [c for c in collected if type(c).__module__.split(".")[0] != "nbval"]
     return keep + [SheetFile.from_parent(parent, path=file_path)]
 
 
 class SheetFile(pytest.File):
-    def collect(self):
-        config = self.config
-        key_file = config.getoption("coursework_key")
-        if key_file is None:
-            yield SheetItem.from_parent(
-                self,
-                name="sheet",
-                line=(
-                    f"{self.path.name}: a coursework sheet: grade it with "
-                    "`python -m llmmath.coursework grade DIR` or `pytest --nbval "
-                    "--coursework-key KEYFILE`; nbval alone cannot tell a tampered one"
-                ),
-            )
-            return
-        from llmmath.coursework.grading import Options, grade_sheet
-        from llmmath.coursework.sandbox import Limits, SandboxUnavailable, command
-        from llmmath.coursework.signing import load_key
+    """A coursework sheet: one failing test that says how to grade it."""
 
-        try:
-            key = load_key(key_file)
-            limits = Limits(
-                cell_timeout=config.getoption("coursework_cell_timeout"),
-                notebook_timeout=config.getoption("coursework_timeout"),
-            )
-            unsafe = config.getoption("coursework_unsafe")
-            if not unsafe:
-                command(self.path, limits, probe=True)
-        except (ValueError, SandboxUnavailable) as e:
-            yield SheetItem.from_parent(self, name="sheet", line=f"{e}")
-            return
-        options = Options(limits, unsafe=unsafe, key_path=Path(key_file))
-        root = Path(config.invocation_params.dir)
-        if root not in self.path.parents:
-            root = self.path.parent
-        for row in grade_sheet(self.path, root, key, options):
-            name = f"question {row.question}" if row.question else "sheet"
-            line = None if row.verdict == "right" else row.line()
-            yield SheetItem.from_parent(self, name=name, line=line)
+    def collect(self):
+        yield SheetItem.from_parent(
+            self,
+            name="sheet",
+            line=(
+                f"{self.path.name}: a coursework sheet: grade it with `{GRADE}`; "
+                "nbval alone cannot tell a tampered one"
+            ),
+        )
 
 
 class SheetItem(pytest.Item):
+    """A test that fails with ``line``."""
+
     def __init__(self, *, line: str | None, **kwargs):
         super().__init__(**kwargs)
         self.line = line

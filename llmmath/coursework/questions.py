@@ -44,12 +44,12 @@ class Problem:
 
     @property
     def answer_text(self) -> str:
-        """The answer with its unit, e.g. ``'7,680 bytes'``; a float to 6 significant
-        digits, so the text is the same on every machine (``'4,080,190.0 tokens'``)."""
-        value = (
-            self.answer if isinstance(self.answer, int) else float(f"{self.answer:.6g}")
-        )
-        return f"{value:,} {self.unit}"
+        """The answer with its unit, e.g. ``'7,680 bytes'``; a float to 10 significant
+        digits, far finer than any tolerance the checks use, so a teacher reads the
+        value that is checked (``'4,080,185.13 tokens'``)."""
+        if isinstance(self.answer, int):
+            return f"{self.answer:,} {self.unit}"
+        return f"{self.answer:,.10g} {self.unit}"
 
 
 @dataclass(frozen=True)

@@ -1,37 +1,56 @@
-"""The sandbox each handed-in sheet runs in: Debian's bubblewrap (``bwrap``).
+"""The sandbox each handed-in sheet runs in: Debian's bubblewrap (``bwrap``), run as an
+unprivileged user, inside one cgroup per sheet.
 
-`command` gives the argument list that runs one grading notebook (see
-`llmmath.coursework.grading`) under ``bwrap`` with
+`launch` starts one grading run (see `llmmath.coursework.grading`): the runner
+(`llmmath.coursework._runner`) reads the grading notebook from its standard input and
+runs it with nbval. The student's code gets
 
-- a fresh, empty root: only the system's programs and libraries (``/usr``, ``/lib``,
-  ...), a few files of ``/etc``, Python and its site-packages, and ``llmmath``'s own
-  folder, all read-only; the teacher's home, the key, the other handed-in sheets and the
-  repository are not there at all;
-- its own temporary home and working directory on a small tmpfs (``/tmp``, 256 MiB);
-- new user, PID, network, IPC and UTS namespaces: no network but loopback, no other
-  process to see or signal, and the sandbox dies with the grader
-  (``--die-with-parent``);
-- the limits of `Limits`, set by the runner (`llmmath.coursework._runner`) before any of
-  the student's code runs: address space, CPU seconds, file size; nbval's per-cell
-  timeout; the grader kills the whole sandbox at the per-notebook timeout.
+- **an unprivileged user in its own user namespace**: uid and gid 1000 inside, mapped to
+  the grader's own uid, or to ``nobody`` (65534) when the grader is root; no
+  capabilities; no new namespaces (``--disable-userns``); ``/proc/sys`` and ``/dev``
+  read-only;
+- **a fresh, empty root**: only the system's programs and libraries (``/usr``, ...), a
+  few files of ``/etc``, Python and its site-packages, and ``llmmath``'s own folder, all
+  read-only; the teacher's home, the key, the other handed-in sheets and the repository
+  are not there at all;
+- its own home and working directory on a sized tmpfs (``/tmp``), and a sized
+  ``/dev/shm``;
+- new PID, network, IPC and UTS namespaces: no network but loopback, no other process
+  to see or signal, and the sandbox dies with the grader (``--die-with-parent``);
+- **one memory limit and one process-count limit for all of the sheet's processes**: a
+  cgroup per sheet (cgroup v2 ``memory.max`` and ``pids.max``, or v1's
+  ``memory.limit_in_bytes`` and ``pids.max``) wherever the machine lets the grader make
+  one (`cgroup_support`); its tmpfs pages count against it too. Where it does not, the
+  runner's per-process limits remain (`Limits`: address space, CPU seconds, file size,
+  and ``RLIMIT_NPROC`` on the sandbox's user).
 
-Where no user namespace can be made (some hardened kernels), a root grader still gets a
-sandbox without one, with every capability dropped. Where bwrap is missing or cannot run
-at all, `SandboxUnavailable` is raised, and grading refuses unless the teacher passes
+A root grader cannot hand bwrap an unprivileged user directly (paths such as a Python
+under ``/root`` would be out of its reach), so it runs bwrap twice: an outer one, as
+root with only ``CAP_SETUID`` and ``CAP_SETGID``, binds the read-only paths; a few lines
+of Python drop to ``nobody``; an inner bwrap, unprivileged, makes the user namespace and
+everything the student's code sees. Where no user namespace can be made, or bwrap is
+missing, `SandboxUnavailable` is raised, and grading refuses unless the teacher passes
 ``--unsafe`` (then the runner runs as the teacher, with a temporary home and working
-folder and the same limits, but nothing else is hidden or read-only)."""
+folder and the same per-process limits, but nothing else is hidden or read-only)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
-SHEET = "/tmp/work/sheet.ipynb"
+SHEET = "sheet.ipynb"  # in the working folder: /tmp/work in the sandbox
+#: The student's uid and gid inside the sandbox, and the host user a root grader runs
+#: the sandbox as.
+SANDBOX_UID, NOBODY = 1000, 65534
 
 
 class SandboxUnavailable(RuntimeError):
@@ -41,26 +60,47 @@ class SandboxUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class Limits:
     """Per-sheet limits: ``cell_timeout`` and ``notebook_timeout`` in seconds (defaults
-    60 and 600), ``memory_mb`` of address space per process, ``file_mb`` per written
-    file."""
+    60 and 600); ``memory_mb`` for all of a sheet's processes together (a cgroup) and
+    as each process's address space; ``file_mb`` per written file; ``processes``
+    (processes and threads) at once. ``/tmp`` gets a quarter of ``memory_mb`` and
+    ``/dev/shm`` an eighth (at least 16 MiB each), inside the memory limit."""
 
     cell_timeout: float = 60
     notebook_timeout: float = 600
     memory_mb: int = 4096
     file_mb: int = 64
+    processes: int = 256
 
     def __post_init__(self):
-        for name in ("cell_timeout", "notebook_timeout", "memory_mb", "file_mb"):
+        for name in (
+            "cell_timeout",
+            "notebook_timeout",
+            "memory_mb",
+            "file_mb",
+            "processes",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not value > 0:
                 raise ValueError(f"{name} must be positive; got {value!r}")
 
+    @property
+    def tmp_mb(self) -> int:
+        """The size of the sandbox's ``/tmp`` (home and working folder), MiB."""
+        return max(16, self.memory_mb // 4)
+
+    @property
+    def shm_mb(self) -> int:
+        """The size of the sandbox's ``/dev/shm``, MiB."""
+        return max(16, self.memory_mb // 8)
+
     def runner_args(self) -> list[str]:
+        """The runner's options that carry these limits."""
         return [
             f"--cell-timeout={self.cell_timeout:g}",
             f"--cpu={int(self.notebook_timeout) + 5}",
             f"--memory-mb={self.memory_mb}",
             f"--file-mb={self.file_mb}",
+            f"--processes={self.processes}",
         ]
 
 
@@ -98,95 +138,35 @@ ETC = (
     "/etc/matplotlibrc",
 )
 
-
-def _bwrap_args(userns: bool) -> list[str]:
-    args = ["--die-with-parent", "--new-session", "--unshare-all"]
-    args += ["--uid", "1000", "--gid", "1000"] if userns else ["--cap-drop", "ALL"]
-    # The tmpfs first: a checkout or a venv under /tmp (a CI clone) is then bound on top
-    # of it, read-only, instead of being hidden by it.
-    args += ["--size", str(256 << 20), "--tmpfs", "/tmp"]
-    args += ["--dir", "/tmp/home", "--dir", "/tmp/work"]
-    for p in _read_only_paths():
-        args += ["--ro-bind", p, p]
-    for p in ETC:
-        args += ["--ro-bind-try", p, p]
-    args += ["--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp/work"]
-    args += ["--clearenv"]
-    env = {
-        "HOME": "/tmp/home",
-        "TMPDIR": "/tmp",
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONNOUSERSITE": "1",
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-        "MPLBACKEND": "Agg",
-    }
-    for k, v in env.items():
-        args += ["--setenv", k, v]
-    return args
+ENV = {
+    "HOME": "/tmp/home",
+    "TMPDIR": "/tmp",
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONNOUSERSITE": "1",
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    "MPLBACKEND": "Agg",
+}
 
 
-@functools.lru_cache(maxsize=1)
-def _working_mode() -> bool:
-    """True if bwrap works with a user namespace, False if only without (as root).
-
-    Raises:
-        SandboxUnavailable: bwrap is missing or fails both ways.
-    """
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        raise SandboxUnavailable(
-            "no sandbox: bubblewrap (bwrap) is not installed; install Debian's "
-            "bubblewrap (make test does), or pass --unsafe to grade without a sandbox"
-        )
-    errors = []
-    for userns in (True, False):
-        if not userns and os.geteuid() != 0:
-            continue
-        try:
-            run = subprocess.run(
-                [bwrap, *_bwrap_args(userns), sys.executable, "-c", "pass"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-            )
-        except (OSError, subprocess.TimeoutExpired) as e:
-            errors.append(str(e))
-            continue
-        if run.returncode == 0:
-            return userns
-        errors.append(run.stderr.strip().splitlines()[-1:] or ["failed"])
-    raise SandboxUnavailable(
-        f"no sandbox: bwrap cannot run here ({'; '.join(map(str, errors))}); "
-        "pass --unsafe to grade without a sandbox"
-    )
-
-
-def command(
-    sheet: Path,
-    limits: Limits,
-    *,
-    unsafe: bool = False,
-    hide: list[Path | None] = (),
-    probe: bool = False,
-) -> list[str]:
-    """The argument list that runs the grading notebook ``sheet`` under ``limits``.
-
-    ``hide``: files (the teacher's key) to cover with an empty file should they lie in a
-    folder the sandbox shows. With ``probe`` only check that a sandbox can be made.
-
-    Raises:
-        SandboxUnavailable: without ``unsafe``, when no sandbox can be made.
-    """
-    runner = [sys.executable, "-m", "llmmath.coursework._runner"]
-    if unsafe:
-        return [*runner, str(sheet), *limits.runner_args()]
-    userns = _working_mode()
-    if probe:
-        return []
-    args = [shutil.which("bwrap"), *_bwrap_args(userns)]
+def _binds(hide: list[Path | None]) -> list[str]:
+    """bwrap arguments that show the read-only paths (their parents made 0755, so the
+    unprivileged user can reach them) and cover ``hide`` (the key) with an empty
+    file."""
+    args: list[str] = []
+    made: set[str] = {"/"}
     shown = _read_only_paths()
+    for p in [*shown, *(e for e in ETC if os.path.lexists(e))]:
+        parents = [str(a) for a in reversed(Path(p).parents) if str(a) not in made]
+        for a in parents:
+            args += ["--perms", "0755", "--dir", a]
+            made.add(a)
+        if os.path.islink(p) and p in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+            args += ["--symlink", os.readlink(p), p]
+        else:
+            args += ["--ro-bind-try" if p in ETC else "--ro-bind", p, p]
+        made.add(p)
     for h in hide:
         if h is None:
             continue
@@ -195,5 +175,344 @@ def command(
             real.startswith(k.rstrip("/") + "/") for k in shown
         ):
             args += ["--ro-bind", "/dev/null", real]
-    args += ["--ro-bind", str(sheet), SHEET]
-    return [*args, *runner, SHEET, *limits.runner_args()]
+    return args
+
+
+def _inner_args(limits: Limits, binds: list[str]) -> list[str]:
+    """The unprivileged bwrap's arguments: the user namespace and what the student's
+    code sees."""
+    args = ["--die-with-parent", "--new-session", "--unshare-all", "--unshare-user"]
+    args += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+    args += ["--disable-userns", "--cap-drop", "ALL"]
+    args += binds
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+    args += ["--dev", "/dev", "--size", str(limits.shm_mb << 20), "--tmpfs", "/dev/shm"]
+    args += ["--remount-ro", "/dev"]
+    # The tmpfs over /tmp, then binds again: a checkout or a venv under /tmp (a CI
+    # clone) stays visible, read-only, instead of being hidden by it.
+    args += ["--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp"]
+    under_tmp = [p for p in _read_only_paths() if p.startswith("/tmp/")]
+    for p in under_tmp:
+        args += ["--ro-bind", p, p]
+    args += ["--dir", "/tmp/home", "--dir", "/tmp/work", "--chdir", "/tmp/work"]
+    args += ["--clearenv"]
+    for k, v in ENV.items():
+        args += ["--setenv", k, v]
+    return args
+
+
+#: Run by the outer (root) bwrap: drop to ``nobody`` and exec the inner bwrap.
+DROP = (
+    "import os, sys\n"
+    f"os.setgroups([]); os.setgid({NOBODY}); os.setuid({NOBODY})\n"
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+#: Run by the grader's child: join the sheet's cgroups, then exec the sandbox.
+ENTER = (
+    "import os, sys\n"
+    "a = sys.argv[1:]; i = a.index('--')\n"
+    "for p in a[:i]:\n"
+    "    with open(p, 'w') as f: f.write(str(os.getpid()))\n"
+    "os.execv(a[i + 1], a[i + 1 :])"
+)
+
+
+def _as_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _sandbox_args(limits: Limits, hide: list[Path | None], inner_cmd: list[str]):
+    bwrap = shutil.which("bwrap")
+    if not _as_root():
+        return [bwrap, *_inner_args(limits, _binds(hide)), *inner_cmd]
+    outer = ["--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid"]
+    outer += ["--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    outer += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    outer += _binds(hide)
+    # The host's /proc, writable, only for the inner bwrap: the user namespace's maps
+    # are written there and a new proc can be mounted only where one is fully
+    # visible. The inner bwrap covers it with the sandbox's own.
+    outer += ["--bind", "/proc", "/proc", "--dev", "/dev", "--dir", "/tmp"]
+    outer += ["--clearenv", "--setenv", "PATH", ENV["PATH"]]
+    inner = ["--ro-bind", "/", "/"]
+    return [
+        bwrap,
+        *outer,
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        DROP,
+        "/usr/bin/bwrap" if bwrap.startswith("/usr/") else bwrap,
+        *_inner_args(limits, inner),
+        *inner_cmd,
+    ]
+
+
+def command(
+    limits: Limits,
+    *,
+    unsafe: bool = False,
+    hide: list[Path | None] = (),
+    check: bool = False,
+) -> list[str]:
+    """The argument list that runs the runner under ``limits`` (it reads the grading
+    notebook from its standard input); with ``check``, the runner's pre-flight only.
+
+    ``hide``: files (the teacher's key) to cover with an empty file should they lie in a
+    folder the sandbox shows.
+
+    Raises:
+        SandboxUnavailable: without ``unsafe``, when no sandbox can be made.
+    """
+    runner = [sys.executable, "-m", "llmmath.coursework._runner"]
+    runner += ["--check"] if check else [SHEET, *limits.runner_args()]
+    if unsafe:
+        return runner
+    _working()
+    return _sandbox_args(limits, list(hide), runner)
+
+
+@functools.lru_cache(maxsize=1)
+def _working() -> None:
+    """Check once that bwrap can make the sandbox here.
+
+    Raises:
+        SandboxUnavailable: bwrap is missing or fails.
+    """
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SandboxUnavailable(
+            "no sandbox: bubblewrap (bwrap) is not installed; install Debian's "
+            "bubblewrap (make test does), or pass --unsafe to grade without a sandbox"
+        )
+    try:
+        run = subprocess.run(
+            _sandbox_args(Limits(), [], ["/bin/true"]),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SandboxUnavailable(f"no sandbox: bwrap cannot run here ({e})") from None
+    if run.returncode != 0:
+        why = (run.stderr.strip().splitlines() or ["failed"])[-1]
+        raise SandboxUnavailable(
+            f"no sandbox: bwrap cannot make an unprivileged user namespace here "
+            f"({why}); allow unprivileged user namespaces (sysctl "
+            "user.max_user_namespaces, kernel.unprivileged_userns_clone), or pass "
+            "--unsafe to grade without a sandbox"
+        )
+
+
+# --- One cgroup per sheet ------------------------------------------------------------
+
+
+def _mountinfo() -> list[tuple[str, str, set[str]]]:
+    """(mount point, file system type, super options) of every cgroup mount."""
+    mounts = []
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) >= 5 and len(tail) >= 3 and tail[0] in ("cgroup", "cgroup2"):
+            mounts.append((fields[4], tail[0], set(tail[2].split(","))))
+    return mounts
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup path by hierarchy: ``""`` for v2, else the controllers."""
+    paths = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            paths[controllers] = path
+    return paths
+
+
+@dataclass
+class Cgroup:
+    """A sheet's cgroup: one folder per hierarchy (v2: one; v1: memory and pids)."""
+
+    version: int
+    folders: list[Path] = field(default_factory=list)
+
+    def procs(self) -> list[str]:
+        """The ``cgroup.procs`` files a process joins by writing its PID."""
+        return [str(f / "cgroup.procs") for f in self.folders]
+
+    def hit(self) -> list[str]:
+        """The limits the sheet's processes ran into: ``"memory"`` (a process killed
+        or an allocation refused) and ``"processes"``."""
+        hit = []
+        for f in self.folders:
+            for name, kind in (
+                ("memory.events", "memory"),
+                ("memory.failcnt", "memory"),
+                ("pids.events", "processes"),
+            ):
+                try:
+                    text = (f / name).read_text()
+                except OSError:
+                    continue
+                counts = [int(w) for w in text.split() if w.isdigit()]
+                if name == "memory.events":
+                    counts = [
+                        int(v)
+                        for k, _, v in (ln.partition(" ") for ln in text.splitlines())
+                        if k in ("max", "oom_kill") and v.isdigit()
+                    ]
+                if any(counts) and kind not in hit:
+                    hit.append(kind)
+        return hit
+
+    def close(self) -> None:
+        """Kill whatever is left in it and remove it."""
+        for f in self.folders:
+            with contextlib.suppress(OSError):
+                (f / "cgroup.kill").write_text("1")
+        deadline = time.monotonic() + 5
+        for f in self.folders:
+            while True:
+                try:
+                    pids = (f / "cgroup.procs").read_text().split()
+                except OSError:
+                    break
+                if not pids or time.monotonic() > deadline:
+                    break
+                for pid in pids:
+                    with contextlib.suppress(OSError, ValueError):
+                        os.kill(int(pid), signal.SIGKILL)
+                time.sleep(0.02)
+            with contextlib.suppress(OSError):
+                f.rmdir()
+
+
+def _make_cgroup(limits: Limits, parents: dict[str, Path], version: int) -> Cgroup:
+    name = f"llmmath-grade-{uuid.uuid4().hex[:12]}"
+    group = Cgroup(version)
+    try:
+        for kind, parent in parents.items():
+            folder = parent / name
+            folder.mkdir()
+            group.folders.append(folder)
+            if version == 2:
+                (folder / "memory.max").write_text(str(limits.memory_mb << 20))
+                with contextlib.suppress(OSError):
+                    (folder / "memory.swap.max").write_text("0")
+                (folder / "pids.max").write_text(str(limits.processes))
+            elif kind == "memory":
+                (folder / "memory.limit_in_bytes").write_text(
+                    str(limits.memory_mb << 20)
+                )
+                with contextlib.suppress(OSError):
+                    (folder / "memory.memsw.limit_in_bytes").write_text(
+                        str(limits.memory_mb << 20)
+                    )
+            else:
+                (folder / "pids.max").write_text(str(limits.processes))
+    except OSError:
+        group.close()
+        raise
+    return group
+
+
+@functools.lru_cache(maxsize=1)
+def _cgroup_parents() -> tuple[int, dict[str, Path]] | None:
+    """Where this machine lets the grader make a sheet's cgroups: (version, parent
+    folder by hierarchy), or None."""
+    mounts, own = _mountinfo(), _own_cgroups()
+    v1 = {}
+    for point, fstype, opts in mounts:
+        if fstype == "cgroup2" and "" in own:
+            parent = Path(point) / own[""].lstrip("/")
+            try:
+                want = {"memory", "pids"}
+                if want <= set((parent / "cgroup.controllers").read_text().split()):
+                    control = parent / "cgroup.subtree_control"
+                    if not want <= set(control.read_text().split()):
+                        control.write_text("+memory +pids")
+                    return 2, {"": parent}
+            except OSError:
+                pass
+        elif fstype == "cgroup":
+            for kind in ("memory", "pids"):
+                if kind in opts:
+                    path = [p for c, p in own.items() if kind in c.split(",")]
+                    v1[kind] = Path(point) / (path or ["/"])[0].lstrip("/")
+    if set(v1) == {"memory", "pids"}:
+        return 1, v1
+    return None
+
+
+def cgroup_support() -> str | None:
+    """``"cgroup v2"`` or ``"cgroup v1"`` where the grader can give each sheet its own
+    memory and process-count limits; None where it cannot (then only the per-process
+    limits hold)."""
+    found = _cgroup_parents()
+    if found is None:
+        return None
+    try:
+        _make_cgroup(Limits(), found[1], found[0]).close()
+    except OSError:
+        return None
+    return f"cgroup v{found[0]}"
+
+
+@dataclass
+class Launch:
+    """A started sandbox: the process, and its cgroup (None where there is none)."""
+
+    process: subprocess.Popen
+    cgroup: Cgroup | None
+
+    def close(self) -> None:
+        """Kill what is left of the sandbox and remove its cgroup."""
+        with contextlib.suppress(OSError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.close()
+
+
+def launch(
+    limits: Limits,
+    *,
+    unsafe: bool = False,
+    hide: list[Path | None] = (),
+    check: bool = False,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+    stderr: int = subprocess.DEVNULL,
+) -> Launch:
+    """Start the runner in a sandbox (see the module's docstring), in its own session,
+    with pipes for its standard input and output.
+
+    Raises:
+        SandboxUnavailable: without ``unsafe``, when no sandbox can be made.
+    """
+    args = command(limits, unsafe=unsafe, hide=hide, check=check)
+    group = None
+    if not unsafe and cgroup_support():
+        version, parents = _cgroup_parents()
+        with contextlib.suppress(OSError):
+            group = _make_cgroup(limits, parents, version)
+    if group is not None:
+        args = [sys.executable, "-I", "-S", "-c", ENTER, *group.procs(), "--", *args]
+    try:
+        process = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError:
+        if group is not None:
+            group.close()
+        raise
+    return Launch(process, group)
