@@ -27,7 +27,8 @@ def install_cell(url: str = REPOSITORY_URL, branch: str = REPOSITORY_BRANCH) -> 
 
     Where ``llmmath`` is importable it does nothing and prints nothing, so the stored
     notebooks keep no output for it. Elsewhere it records the installed versions,
-    installs ``llmmath[notebooks]`` from ``url`` at ``branch`` and calls
+    installs ``llmmath[notebooks]`` from ``url`` at ``branch`` with the kernel's own pip
+    (not ``%pip``, which always prints that a restart may be needed) and calls
     `restart_note` with the record.
     """
     return (
@@ -36,11 +37,14 @@ def install_cell(url: str = REPOSITORY_URL, branch: str = REPOSITORY_BRANCH) -> 
         "# usual scientific stack are already there on Colab); it says if a restart is "
         "needed.\n"
         "import importlib.metadata\n"
-        "import importlib.util\n\n"
+        "import importlib.util\n"
+        "import subprocess\n"
+        "import sys\n\n"
         f'BOOK = "llmmath[notebooks] @ git+{url}@{branch}"\n'
         'if importlib.util.find_spec("llmmath") is None:\n'
         "    before = {d.name: d.version for d in importlib.metadata.distributions()}\n"
-        '    %pip install --quiet "{BOOK}"\n'
+        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", BOOK], '
+        "check=True)\n"
         "    from llmmath.environment import restart_note\n\n"
         "    restart_note(before)"
     )

@@ -15,6 +15,7 @@ The Colab resolve needs the package index (pip's cache serves repeated runs).
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import json
 import os
@@ -380,20 +381,29 @@ def test_no_package_index_is_named():
 
 
 def cell_pip_arguments(book: str) -> list[str]:
-    """The arguments of the install cell's ``%pip install``, its package spec replaced
-    by ``book``."""
+    """The arguments after ``pip install`` in the install cell's command, its package
+    spec (``BOOK``) replaced by ``book``."""
     source = environment.install_cell()
     (spec,) = re.findall(r'^BOOK = "(.*)"$', source, re.M)
     assert spec.startswith("llmmath[notebooks] @ git+")
-    (line,) = [l.strip() for l in source.splitlines() if l.strip().startswith("%pip ")]
-    args = line.split()[1:]
-    assert args[0] == "install"
-    return [book if a == '"{BOOK}"' else a for a in args[1:]]
+    (run,) = [
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "subprocess.run"
+    ]
+    command = [
+        book if ast.unparse(a) == "BOOK" else ast.literal_eval(a)
+        for a in run.args[0].elts
+        if ast.unparse(a) != "sys.executable"
+    ]
+    assert command[:3] == ["-m", "pip", "install"]
+    return command[3:]
 
 
 def test_install_cell_is_short_and_quiet():
     source = environment.install_cell()
     assert max(map(len, source.splitlines())) <= 88
+    assert "%pip" not in source  # IPython's %pip always says a restart may be needed
     assert "://" in source and "git+https://github.com/" in source  # code, no index
     assert "--index-url" not in source and "--extra-index-url" not in source
 
