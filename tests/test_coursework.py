@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from decimal import Decimal
@@ -914,7 +915,7 @@ def class_grades(tmp_path_factory, sandbox):
         "net": "import socket\n"
         f"socket.create_connection(('127.0.0.1', {port}), timeout=5)",
         "loop": "while True:\n    pass",
-        "hog": "hog = bytearray(8 << 30)",
+        "hog": "hog = bytearray(64 << 30)",
     }
     hand_in(  # kernel text in the report: control characters are dropped
         "ansi",
@@ -1202,3 +1203,377 @@ CLOSED_FORMS.update(
         ("09b_serving", 3): _speculative,
     }
 )
+
+
+# --- A hostile class (issue 22): no sheet can stop, slow or poison the others ---------
+
+FORGE = """import json, os
+from llmmath.coursework import problem
+right = problem('07_kv_cache', 'forger', 1).answer
+rec = {'question': 1, 'kind': 'int', 'hex': hex(right)}
+out = 'LLMMATH-ANSWER ' + json.dumps(rec) + chr(10)
+line = 'LLMMATH-CELL ' + json.dumps({'cell': 4, 'stdout': out}) + chr(10)
+try:
+    for fd in os.listdir(f'/proc/{os.getppid()}/fd'):
+        try:
+            fd = os.open(f'/proc/{os.getppid()}/fd/{fd}', os.O_WRONLY)
+            os.write(fd, line.encode())
+        except OSError:
+            pass
+except OSError:
+    pass
+answer_1 = 0"""
+DEEP = "x = 1\nif False: setattr(" + "+".join(["x"] * 500) + ", 'y', 0)\n"
+SPOOF = "ada 07_kv_cache question 2: right"
+
+
+def _crlf_bom_and_empty_cell(nb, path):
+    """As an editor might save it: a trailing empty code cell (JupyterLab's
+    Shift+Enter), CRLF line ends and a UTF-8 byte-order mark."""
+    nb.cells.append(nbformat.v4.new_code_cell(""))
+    text = nbformat.writes(nb).replace("\\n", "\\r\\n").replace("\n", "\r\n")
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+
+
+@pytest.fixture(scope="module")
+def hostile_class(tmp_path_factory, sandbox):
+    """One `grade` run over a class in which each finding of issue 22 is tried by
+    its own student, beside an honest right (ada) and an honest wrong (grace) sheet:
+    (stdout, CSV rows by (student, question), exit status, seconds, folder)."""
+    folder = tmp_path_factory.mktemp("hostile")
+    key_file = folder / "teacher" / "coursework.key"
+    key = load_key(key_file, create=True)
+    into = folder / "handed-in"
+    into.mkdir()
+
+    def hand_in(nb, *parts):
+        (into / Path(*parts)).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, into / Path(*parts))
+
+    wrong = {**SOLUTIONS, 2: SOLUTIONS[2] + " + 1"}
+    hand_in(_sheet("ada", key), "ada", "07_kv_cache.ipynb")
+    hand_in(_sheet("grace", key, wrong), "grace.ipynb")
+    # 1. tags null / 5, and an answer nested too deeply for a recursive walk
+    for student, tags in (("tagnull", None), ("tagfive", 5)):
+        nb = _sheet(student, key)
+        nb.cells[1].metadata["tags"] = tags
+        hand_in(nb, f"{student}.ipynb")
+    hand_in(_sheet("deep", key, {**SOLUTIONS, 1: DEEP + "answer_1 = 1"}), "deep.ipynb")
+    # 2. a conftest.py and a test file in a student's folder: never imported
+    (into / "pwn").mkdir()
+    pwned = folder / "pwned"
+    for name in ("conftest.py", "test_x.py"):
+        (into / "pwn" / name).write_text(f"open({str(pwned)!r}, 'w').write('x')\n")
+    hand_in(_sheet("pwn", key), "pwn", "07_kv_cache.ipynb")
+    # 5. six slow copies of one's own sheet under classmates' names: none runs
+    slow = {n: f"import time\ntime.sleep(55)\n{SOLUTIONS[n]}" for n in SOLUTIONS}
+    hand_in(_sheet("dup", key), "dup.ipynb")
+    for i in range(6):
+        hand_in(_sheet("dup", key, slow), f"dup{i}.ipynb")
+    # 6. ada's sheet handed in by s002, twice: ada's own grade is not touched
+    ada = _sheet("ada", key)
+    hand_in(ada, "s002", "07_kv_cache.ipynb")
+    hand_in(ada, "s002", "ada.ipynb")
+    # 7. links: to a sheet outside the folder, to the key
+    outside = folder / "outside.ipynb"
+    nbformat.write(_sheet("linked", key), outside)
+    (into / "linked.ipynb").symlink_to(outside)
+    (into / "thief.ipynb").symlink_to(key_file)
+    # 8. a file name that imitates a report line
+    hand_in(_sheet("spoof", key), f"{SPOOF}.ipynb")
+    # 10. honest: a trailing empty cell, CRLF and a BOM
+    _crlf_bom_and_empty_cell(_sheet("editor", key), into / "editor.ipynb")
+    # 11. a huge integer, `In [1]: sheet = None`, exec, and a forged runner record
+    hand_in(
+        _sheet("huge2", key, {**SOLUTIONS, 1: "answer_1 = 10**400000"}), "huge2.ipynb"
+    )
+    for student, code in (
+        ("annot", "In [1]: sheet = None\nanswer_1 = 1"),
+        ("execer", "exec('sheet.check = print')\nanswer_1 = 1"),
+        ("forger", FORGE),
+    ):
+        hand_in(_sheet(student, key, {**SOLUTIONS, 1: code}), f"{student}.ipynb")
+
+    start = time.monotonic()
+    out = _cli(
+        "grade",
+        "handed-in",
+        "--key",
+        key_file,
+        "--csv",
+        "grades.csv",
+        "--junit",
+        "grades.xml",
+        "--cell-timeout",
+        "10",
+        cwd=folder,
+    )
+    seconds = time.monotonic() - start
+    assert "Traceback" not in out.stdout + out.stderr, out.stderr
+    assert not pwned.exists(), "grade imported a file from the hand-in folder"
+    return out.stdout, _read_csv(folder / "grades.csv"), out.returncode, seconds, folder
+
+
+def _verdicts(grades, student):
+    return {q: v for (s, q), v in grades.items() if s == student}
+
+
+def test_hostile_class_honest_sheets_keep_their_grades(hostile_class):
+    text, grades, status, seconds, folder = hostile_class
+    assert status == 1
+    assert grades["ada", "1"] == grades["ada", "2"] == ("right", "")
+    assert grades["grace", "1"] == ("right", "")
+    assert grades["grace", "2"][0] == "wrong"
+    # 10. a trailing empty code cell, CRLF line ends and a BOM are an honest sheet
+    assert _verdicts(grades, "editor") == {"1": ("right", ""), "2": ("right", "")}
+    assert grades["dup", "1"] == grades["dup", "2"] == ("right", "")
+    # every file got its line, and the CSV and JUnit were written
+    assert (folder / "grades.xml").exists()
+    assert text.splitlines()[-1].startswith("25 sheets:"), text.splitlines()[-1]
+
+
+def test_finding_1_one_sheet_cannot_stop_the_run(hostile_class):
+    _, grades, *_ = hostile_class
+    for student in ("tagnull", "tagfive"):
+        rows = _verdicts(grades, student)
+        assert {v for v, _ in rows.values()} == {"tampered"}, rows
+        assert "cell 1's tags are not a list" in rows["1"][1]
+    rows = _verdicts(grades, "deep")
+    assert {v for v, _ in rows.values()} == {"tampered"}, rows
+    assert "nested too deeply to check" in rows["1"][1]
+
+
+def test_finding_2_nothing_in_the_folder_is_imported(hostile_class):
+    _, grades, *_ = hostile_class
+    rows = {q: v for (s, q), v in grades.items() if s == "pwn" and q}
+    assert rows["1"] == rows["2"] == ("right", "")
+    text = hostile_class[0]
+    for name in ("conftest.py", "test_x.py"):
+        assert f"pwn ? sheet: unreadable: refused 'pwn/{name}'" in text
+
+
+def test_finding_5_slow_copies_never_run(hostile_class):
+    _, grades, _, seconds, _ = hostile_class
+    for i in range(6):
+        rows = _verdicts(grades, f"dup{i}")
+        assert {v for v, _ in rows.values()} == {"tampered"}
+        assert f"this is dup's sheet, handed in as dup{i}" in rows["1"][1]
+    assert seconds < 50  # 6 × 55 s of sleep were never run
+
+
+def test_finding_6_a_copy_of_ada_hurts_only_who_handed_it_in(hostile_class):
+    _, grades, *_ = hostile_class
+    rows = {(q, v[0]) for (s, q), v in grades.items() if s == "s002"}
+    assert rows == {("1", "tampered"), ("2", "tampered"), ("", "unreadable")}
+    assert "this is ada's sheet, handed in as s002" in grades["s002", "1"][1]
+    assert grades["ada", "1"] == grades["ada", "2"] == ("right", "")
+
+
+def test_finding_7_links_are_refused_not_followed(hostile_class):
+    text, grades, *_ = hostile_class
+    assert grades["linked", ""] == (
+        "unreadable",
+        "refused 'linked.ipynb': a symbolic link, not followed; only regular files "
+        "named <student>.ipynb or <student>/<chapter>.ipynb are read",
+    )
+    assert grades["thief", ""][0] == "unreadable"
+    assert "Extra data" not in text and "char 1" not in text
+
+
+def test_finding_8_a_file_name_cannot_imitate_a_report_line(hostile_class):
+    text, *_ = hostile_class
+    assert text.splitlines().count(SPOOF) == 1  # ada's own line, and no other
+    spoofed = [line for line in text.splitlines() if SPOOF in line and line != SPOOF]
+    assert spoofed and all(line.startswith(f"'{SPOOF}'") for line in spoofed)
+
+
+def test_finding_11_messages_and_minor_cheats(hostile_class):
+    _, grades, *_ = hostile_class
+    assert grades["huge2", "1"] == (
+        "wrong",
+        "the answer is too large: an integer of more than 1,048,576 bits",
+    )
+    assert grades["huge2", "2"] == ("right", "")
+    assert "rebinds `sheet (an annotation)`" in grades["annot", "1"][1]
+    assert "uses IPython's `In`" in grades["annot", "1"][1]
+    assert "calls `exec`" in grades["execer", "1"][1]
+    # the forged record (no token) is ignored: the real answer, 0, is judged
+    assert grades["forger", "1"][0] == "wrong"
+    assert grades["forger", "1"][1].startswith("0 is not right")
+    assert grades["forger", "2"] == ("right", "")
+
+
+def test_finding_11_key_prints_the_checked_value(tmp_path):
+    out = _cli("key", "--student", "ada", "06_rope", cwd=tmp_path)
+    p = answer_key("06_rope", "ada")[0]
+    assert out.returncode == 0
+    assert f"question 1: {p.answer:,.10g} tokens (relative tolerance 0.0001: " in (
+        out.stdout
+    )
+    assert "4,080,185.126" in out.stdout and "4,080,190.0" not in out.stdout
+
+
+def test_finding_12_help_handout_guide_and_gitignore(tmp_path):
+    help_text = _cli("grade", "--help", cwd=tmp_path).stdout
+    assert "<student>/<chapter>.ipynb" in help_text
+    for code in ("0  every answer", "1  some answer", "2  the grader could not run"):
+        assert code in help_text
+    (tmp_path / "roster.txt").write_text("ada\n")
+    key = tmp_path / "teacher" / "k"
+    out = _cli(
+        "handout", "--students", "roster.txt", "--out", "h", "--key", key, cwd=tmp_path
+    )
+    assert f"created the key {key.resolve()}" in out.stdout
+    again = _cli(
+        "handout", "--students", "roster.txt", "--out", "h2", "--key", key, cwd=tmp_path
+    )
+    assert f"signed with the key {key.resolve()}" in again.stdout
+    assert f"wrote {len(chapters())} notebooks" in out.stdout
+    guide = (ROOT / "book" / "teachers_guide.md").read_text(encoding="utf-8")
+    assert "thirteen" not in guide
+    for needed in ("## Collect hand-ins safely", "exit status", "coursework.key"):
+        assert needed in guide
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    for entry in ("/handout/", "/handed-in/", "/roster.txt", "/grades.*"):
+        assert entry in ignored
+
+
+def test_finding_9_a_sandbox_without_llmmath_stops_grading(tmp_path, sandbox):
+    """llmmath imported from a copy the sandbox does not show (as an editable install
+    from another folder): the pre-flight stops grading, exit 2, nobody marked."""
+    import shutil
+
+    import llmmath
+
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(Path(llmmath.__file__).parent, copy / "llmmath")
+    key_file = tmp_path / "key"
+    key = load_key(key_file, create=True)
+    (tmp_path / "in").mkdir()
+    nbformat.write(_sheet("ada", key), tmp_path / "in" / "ada.ipynb")
+    out = _cli(
+        "grade",
+        "in",
+        "--key",
+        key_file,
+        "--csv",
+        "g.csv",
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(copy)},
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stdout == "" and out.stderr.count("\n") == 1
+    assert out.stderr.startswith("llmmath: error: pre-flight: the grader cannot run")
+    assert "nobody was graded" in out.stderr and not (tmp_path / "g.csv").exists()
+
+
+def test_inspection_never_raises_on_odd_notebooks(tmp_path):
+    from llmmath.coursework.grading import inspect_sheet
+
+    key = load_key(tmp_path / "key", create=True)
+    (tmp_path / "in").mkdir()
+    odd = {
+        "a.ipynb": b"[" * 100_000,
+        "b.ipynb": b"\xff\xfe",
+        "c.ipynb": b'{"cells": [{"cell_type": "code", "source": 5}]}',
+        "d.ipynb": b'{"cells": 5}',
+    }
+    for name, data in odd.items():
+        (tmp_path / "in" / name).write_bytes(data)
+        found = inspect_sheet(tmp_path / "in" / name, tmp_path / "in", key)
+        assert found.reasons and found.verdict == "unreadable", (name, found)
+
+
+def test_names_are_quoted():
+    from llmmath.coursework.grading import quote, shown_name
+
+    assert shown_name("ada") == "ada"
+    assert shown_name("ada 07_kv_cache") == "'ada 07_kv_cache'"
+    assert quote("a\nb\x1b[1m'\u202e") == "'a\\x0ab\\x1b[1m\\'\\u202e'"
+
+
+def _meminfo_available() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) << 10
+    return 0
+
+
+def test_findings_3_4_the_sandbox_holds_a_root_grader(tmp_path, sandbox):
+    """Run as root (as CI is): the student's code cannot write /proc/sys, fill
+    /dev/shm, fork past the process limit or allocate past the sheet's memory limit,
+    and the host's free memory never drops by more than that limit."""
+    from llmmath.coursework.sandbox import cgroup_support
+
+    if os.geteuid() != 0 and os.environ.get("CI"):
+        pytest.fail("CI runs as root: the sandbox test must too")
+    key_file = tmp_path / "key"
+    key = load_key(key_file, create=True)
+    (tmp_path / "in").mkdir()
+    memory_mb = 384
+    attacks = {
+        "sysctl": "open('/proc/sys/kernel/core_pattern', 'w').write('|/bin/sh')",
+        "shm": "f = open('/dev/shm/x', 'wb')\n"
+        "for _ in range(2048):\n    f.write(bytes(1 << 20))",
+        "forks": "import os, signal\npids = []\ntry:\n"
+        "    while len(pids) < 1000:\n        pid = os.fork()\n        if pid == 0:\n"
+        "            signal.pause()\n        pids.append(pid)\nfinally:\n"
+        "    for p in pids:\n        os.kill(p, 9)\n        os.waitpid(p, 0)",
+        # three processes of 300 MiB each: under each one's address-space limit,
+        # three times over the sheet's memory limit
+        "memory": "import os, time\npids = []\nfor _ in range(3):\n"
+        "    pid = os.fork()\n    if pid == 0:\n        b = bytearray(300 << 20)\n"
+        "        b[:: 4096] = b'x' * len(b[:: 4096])\n        time.sleep(5)\n"
+        "        os._exit(0)\n    pids.append(pid)\n"
+        "killed = [os.waitpid(p, 0)[1] & 127 for p in pids]\n"
+        "raise MemoryError(f'{sum(k == 9 for k in killed)} of 3 killed')",
+    }
+    for student, attack in attacks.items():
+        nbformat.write(
+            _sheet(student, key, {**SOLUTIONS, 1: attack + "\nanswer_1 = 1"}),
+            tmp_path / "in" / f"{student}.ipynb",
+        )
+    before, lowest = _meminfo_available(), [_meminfo_available()]
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(0.05):
+            lowest.append(_meminfo_available())
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        out = _cli(
+            "grade",
+            "in",
+            "--key",
+            key_file,
+            "--csv",
+            "g.csv",
+            "--memory-mb",
+            memory_mb,
+            "--processes",
+            "64",
+            "--jobs",
+            "1",
+            "--cell-timeout",
+            "20",
+            cwd=tmp_path,
+        )
+    finally:
+        done.set()
+        watcher.join()
+    assert out.returncode == 1, out.stdout + out.stderr
+    grades = _read_csv(tmp_path / "g.csv")
+    why = {s: grades[s, "1"] for s in attacks}
+    assert all(v in ("wrong", "not answered") for v, _ in why.values()), why
+    assert "Read-only file system" in why["sysctl"][1]
+    assert "No space left on device" in why["shm"][1]
+    assert "Resource temporarily unavailable" in why["forks"][1]
+    if cgroup_support():
+        assert re.search(r"[123] of 3 killed|memory limit", why["memory"][1]), why
+        assert before - min(lowest) < (memory_mb + 128) << 20, (
+            before - min(lowest)
+        ) >> 20
+    for student in attacks:  # question 2 still graded, in the same sandbox
+        assert grades[student, "2"] == ("right", ""), (student, grades[student, "2"])

@@ -490,8 +490,10 @@ def inspect_sheet(
         )
         return found
     for i, (kind, src, cell_meta) in enumerate(sources):
-        tags = cell_meta.get("tags") if isinstance(cell_meta, dict) else None
-        tags = tags if isinstance(tags, list) else []
+        tags = cell_meta.get("tags", []) if isinstance(cell_meta, dict) else []
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            found.reasons.append(f"cell {i}'s tags are not a list of text")
+            tags = []
         bad = sorted(
             {str(t) for t in tags if isinstance(t, str) and t.lower() in NBVAL_TAGS}
         )

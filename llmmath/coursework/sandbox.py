@@ -93,12 +93,16 @@ class Limits:
         """The size of the sandbox's ``/dev/shm``, MiB."""
         return max(16, self.memory_mb // 8)
 
-    def runner_args(self) -> list[str]:
-        """The runner's options that carry these limits."""
+    def runner_args(self, cgroup: bool = False) -> list[str]:
+        """The runner's options that carry these limits. Each process's address space
+        is ``memory_mb``; with a ``cgroup`` that holds the sheet to ``memory_mb``,
+        twice that (at least ``memory_mb`` + 1 GiB), since threads and libraries
+        reserve far more address space than they use."""
+        address = max(2 * self.memory_mb, self.memory_mb + 1024) if cgroup else None
         return [
             f"--cell-timeout={self.cell_timeout:g}",
             f"--cpu={int(self.notebook_timeout) + 5}",
-            f"--memory-mb={self.memory_mb}",
+            f"--memory-mb={address or self.memory_mb}",
             f"--file-mb={self.file_mb}",
             f"--processes={self.processes}",
         ]
@@ -255,18 +259,19 @@ def command(
     unsafe: bool = False,
     hide: list[Path | None] = (),
     check: bool = False,
+    cgroup: bool = False,
 ) -> list[str]:
     """The argument list that runs the runner under ``limits`` (it reads the grading
     notebook from its standard input); with ``check``, the runner's pre-flight only.
 
     ``hide``: files (the teacher's key) to cover with an empty file should they lie in a
-    folder the sandbox shows.
+    folder the sandbox shows. ``cgroup``: the sheet runs in its own cgroup.
 
     Raises:
         SandboxUnavailable: without ``unsafe``, when no sandbox can be made.
     """
     runner = [sys.executable, "-m", "llmmath.coursework._runner"]
-    runner += ["--check"] if check else [SHEET, *limits.runner_args()]
+    runner += ["--check"] if check else [SHEET, *limits.runner_args(cgroup)]
     if unsafe:
         return runner
     _working()
@@ -493,12 +498,19 @@ def launch(
     Raises:
         SandboxUnavailable: without ``unsafe``, when no sandbox can be made.
     """
-    args = command(limits, unsafe=unsafe, hide=hide, check=check)
     group = None
     if not unsafe and cgroup_support():
         version, parents = _cgroup_parents()
         with contextlib.suppress(OSError):
             group = _make_cgroup(limits, parents, version)
+    try:
+        args = command(
+            limits, unsafe=unsafe, hide=hide, check=check, cgroup=group is not None
+        )
+    except SandboxUnavailable:
+        if group is not None:
+            group.close()
+        raise
     if group is not None:
         args = [sys.executable, "-I", "-S", "-c", ENTER, *group.procs(), "--", *args]
     try:
