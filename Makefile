@@ -68,7 +68,7 @@ setup: $(STAMP)  ## create .venv and install the pinned requirements and llmmath
 # JupyterLab serves the repository and opens LAB_START (a folder or a notebook under it).
 # It refuses to run as root without --allow-root, so root gets it; on Linux without a
 # display it opens no browser (it prints the address to open). LAB_ARGS adds options.
-LAB_START ?= chapters
+LAB_START ?= editions/en
 LAB_ARGS ?=
 LAB_FLAGS = $(if $(filter 0,$(shell id -u)),--allow-root) $(if $(filter Linux,$(shell \
   uname -s)),$(if $(DISPLAY)$(WAYLAND_DISPLAY),,--no-browser))

@@ -210,7 +210,7 @@ def test_make_lab_allows_root_only_for_root(tmp_path, uid):
     assert "lab" in command
     assert ("--allow-root" in command) == (uid == 0)
     start = next(a for a in command if a.startswith("--LabApp.default_url="))
-    assert start.endswith("/lab/tree/chapters")
+    assert start.endswith("/lab/tree/editions/en")  # the reader editions
     other = make(
         "-n", "-o", ".venv/.installed", "lab", "LAB_START=book", cwd=ROOT
     ).stdout
@@ -252,7 +252,7 @@ def test_make_lab_starts_and_opens_lab_start():
             except OSError:
                 assert time.monotonic() < deadline, "JupyterLab did not start"
                 time.sleep(0.5)
-        assert urllib.parse.urlsplit(location).path.endswith("/lab/tree/chapters")
+        assert urllib.parse.urlsplit(location).path.endswith("/lab/tree/editions/en")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
