@@ -36,18 +36,13 @@ REPOSITORY_URL, REPOSITORY_BRANCH = "https://github.com/llm-math/llm-math", "mai
 
 
 def install_cell(url: str = REPOSITORY_URL, branch: str = REPOSITORY_BRANCH) -> str:
-    """The first code cell of every chapter and coursework sheet: on Colab, or any
-    Python without ``llmmath``, it installs the package (with the ``notebooks`` extra)
-    from the repository; elsewhere it does nothing and prints nothing."""
-    return (
-        "# On Colab, or any Python without the book's package, install it first (torch "
-        "and the\n"
-        "# usual scientific stack are already there on Colab).\n"
-        "import importlib.util\n\n"
-        f'BOOK = "llmmath[notebooks] @ git+{url}@{branch}"\n'
-        'if importlib.util.find_spec("llmmath") is None:\n'
-        '    %pip install --quiet "{BOOK}"'
-    )
+    """The first code cell of every coursework sheet: the chapters' own
+    (`llmmath.environment.install_cell`). On Colab, or any Python without ``llmmath``,
+    it installs the package with the ``notebooks`` extra and says in one line when the
+    session must restart; elsewhere it does nothing and prints nothing."""
+    from llmmath import environment
+
+    return environment.install_cell(url, branch)
 
 
 INSTRUCTIONS = """\
