@@ -6,6 +6,20 @@
   // anywidget's front end (the explorers' model and view) is an AMD module vendored in
   // anywidget/: the widget manager asks require.js for "anywidget" before it would try a CDN.
   var here = document.currentScript.src.replace(/[^\/]*$/, "");
+  // The manager's two bundles (embed-amd.js and the AMD module inside it) each compile the
+  // widget-state schema of @jupyter-widgets/schema (v2) with Ajv 8 in its default strict
+  // mode, as soon as they load and before any page's state is read. That schema's own
+  // `"type": ["integer", "string"]` (a buffer's path) makes Ajv log the warning below,
+  // twice, on every page with widgets, whatever its state; the bundles pass Ajv no options
+  // that a page could set. Drop exactly that one message, and nothing else.
+  var AJV_UNION_WARNING = "strict mode: use allowUnionTypes to allow union type keyword at " +
+    '"#/properties/state/additionalProperties/properties/buffers/items/properties/path/items"' +
+    " (strictTypes)";
+  var warn = console.warn;
+  console.warn = function (message) {
+    if (arguments.length === 1 && message === AJV_UNION_WARNING) return;
+    return warn.apply(console, arguments);
+  };
   // The manager's bundles name their icon fonts relative to a public path: the outer one
   // reads this global, the inner AMD module takes the folder of its require.js URL
   // (module.uri), which the "@jupyter-widgets/html-manager" path below sets; unmapped, it

@@ -11,11 +11,20 @@ build:
    lockfile);
 3. writes ``_static/runtime/llmmath-runtime.js`` from ``llmmath/static/runtime.js``
    with that manifest inlined: the names, sizes and SHA-384 digests the page checks
-   before it runs them.
+   before it runs them;
+4. copies ``llmmath/static/runtime-worker.js`` beside it as
+   ``llmmath-runtime-worker.js``: the module worker that downloads, checks and runs
+   them, off the page's main thread.
+
+The explorers' front end (``llmmath/static/explorer.js`` and ``explorer.css``) also
+reaches the site through this extension: each page's stored widget state (the
+notebook's metadata, written when the chapter was last executed) gets the package's
+current ``_esm`` and ``_css``, so that the site runs the front end of this build.
 
 Pages with explorers load that script (``nb_ipywidgets_js``). It defines
 ``globalThis.llmmathRuntime``, which loads Pyodide only on the reader's first change of
-a control, with visible progress: a reader who only reads downloads none of it.
+a control (or on opening a link with an answer in it), with visible progress: a reader
+who only reads downloads none of it.
 """
 
 from __future__ import annotations
@@ -38,6 +47,9 @@ PYODIDE_FILES = (
     "pyodide-lock.json",
 )
 TEMPLATE = Path(__file__).with_name("static") / "runtime.js"
+WORKER = Path(__file__).with_name("static") / "runtime-worker.js"
+WORKER_NAME = "llmmath-runtime-worker.js"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 
 def sri(data: bytes) -> str:
@@ -80,7 +92,9 @@ def build_wheel(project: Path, out: Path) -> Path:
 
 def manifest(static: Path, wheel: Path) -> dict:
     """Paths (relative to ``static``), sizes in bytes and SRI digests of what the
-    runtime loads: the Pyodide files under ``static/pyodide/`` and the wheel."""
+    runtime loads: the Pyodide files under ``static/pyodide/`` and the wheel (``files``,
+    ``bytes`` their sum), and the worker script (``worker``, already copied into
+    ``static/runtime/``)."""
     files = {}
     for name in PYODIDE_FILES:
         data = (static / "pyodide" / name).read_bytes()
@@ -96,21 +110,55 @@ def manifest(static: Path, wheel: Path) -> dict:
         "sha384": sri(data),
     }
     lock = json.loads((static / "pyodide" / "pyodide-lock.json").read_text("utf-8"))
+    worker = (static / "runtime" / WORKER_NAME).read_bytes()
     return {
         "python": lock["info"]["python"],
         "files": files,
         "bytes": sum(f["bytes"] for f in files.values()),
+        "worker": {
+            "path": f"runtime/{WORKER_NAME}",
+            "bytes": len(worker),
+            "sha384": sri(worker),
+        },
     }
 
 
 def write_runtime(static: Path, project: Path) -> dict:
-    """Build the wheel and write ``static/runtime/llmmath-runtime.js``; returns the
-    manifest."""
+    """Build the wheel, copy the worker and write
+    ``static/runtime/llmmath-runtime.js``; returns the manifest."""
+    from llmmath.config import MAX_CONFIG_BYTES
+
     wheel = build_wheel(project, static / "runtime")
+    shutil.copyfile(WORKER, static / "runtime" / WORKER_NAME)
     found = manifest(static, wheel)
-    script = TEMPLATE.read_text("utf-8").replace("__MANIFEST__", json.dumps(found))
+    script = (
+        TEMPLATE.read_text("utf-8")
+        .replace("__MANIFEST__", json.dumps(found))
+        .replace("__MAX_CONFIG_BYTES__", str(MAX_CONFIG_BYTES))
+    )
     (static / "runtime" / "llmmath-runtime.js").write_text(script, "utf-8")
     return found
+
+
+def current_front_end(state_json: str) -> str:
+    """A page's stored widget state (JSON text, as myst-nb puts it in the page) with
+    the current front end (``_esm``, ``_css``) in each llmmath explorer's model."""
+    static = TEMPLATE.parent
+    esm = (static / "explorer.js").read_text("utf-8")
+    css = (static / "explorer.css").read_text("utf-8")
+    state = json.loads(state_json)
+    for model in state.get("state", {}).values():
+        fields = model.get("state", {})
+        if model.get("model_name") == "AnyModel" and {"kind", "view"} <= set(fields):
+            fields["_esm"], fields["_css"] = esm, css
+    return json.dumps(state).replace("</script>", r"<\/script>")  # as myst-nb does
+
+
+def _page_context(app, pagename, templatename, context, doctree) -> None:
+    for script in context.get("script_files", []):
+        attributes = getattr(script, "attributes", None)
+        if attributes and attributes.get("type") == WIDGET_STATE:
+            attributes["body"] = current_front_end(attributes["body"])
 
 
 def _build_finished(app, exception) -> None:
@@ -119,6 +167,8 @@ def _build_finished(app, exception) -> None:
 
 
 def setup(app) -> dict:
-    """Sphinx entry point: write the runtime after every HTML build."""
+    """Sphinx entry point: the current front end in every page, the runtime after
+    every HTML build."""
+    app.connect("html-page-context", _page_context, priority=900)  # after myst-nb's
     app.connect("build-finished", _build_finished)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

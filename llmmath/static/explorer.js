@@ -278,24 +278,41 @@ function render({ model, el }) {
     root.dataset.draws = String(Number(root.dataset.draws || 0) + 1);
   }
 
+  // On the site: run llmmath.explorers in this page (Pyodide, in the runtime's worker),
+  // newest state first. Until the answer is drawn, the numbers shown are greyed out as
+  // stale; a failure of the runtime is final: its message stays and so does the grey.
   async function compute(state) {
-    // On the site: run llmmath.explorers in this page (Pyodide), newest state first.
     pending = state;
+    output.classList.add("llmmath-stale");
     if (busy) return;
     busy = true;
     try {
-      const call = await runtime.load((text) => { status.textContent = text; });
+      const call = await runtime.load((text) => {
+        status.textContent = linking ? `${runtime.linkText} ${text}` : text;
+      });
       while (pending) {
-        const next = pending;
+        const asked = pending;
         pending = null;
-        model.set("view", JSON.parse(call(kind, JSON.stringify(next))));
+        const next = JSON.parse(await call(kind, JSON.stringify(asked)));
+        model.set("view", next);
+        if (view !== next) draw(next); // the same view again fires no change
       }
-      runtime.remember(kind, view.state);
+      output.classList.remove("llmmath-stale");
+      status.classList.remove("llmmath-error");
       status.textContent = runtime.liveText;
       root.dataset.live = "true";
+      if (linking) root.dataset.link = "applied";
+      linking = false;
+      busy = false;
+      const shown = view;
+      runtime.remember(kind, view.state, first.state).then((note) => {
+        // the link cannot hold this answer: say so, unless a newer answer is on its way
+        if (note && view === shown && !busy) status.textContent = `${runtime.liveText} ${note}`;
+      });
     } catch (error) {
-      status.textContent = "Could not run Python in this browser: " + error;
+      status.textContent = runtime.failureText(error);
       status.classList.add("llmmath-error");
+      if (linking) root.dataset.link = "failed";
     } finally {
       busy = false;
     }
@@ -310,14 +327,43 @@ function render({ model, el }) {
     }
   }
 
+  // A link with an answer in it (the calculator's #state=…): until Python has computed it,
+  // the page shows none of its own numbers, only that the linked answer is loading. A link
+  // that cannot be read is answered with one line, beside the page's own state.
+  async function applyLink() {
+    if (!runtime.hasLink(kind)) return;
+    linking = true;
+    root.dataset.link = "loading";
+    output.replaceChildren();
+    output.classList.add("llmmath-stale");
+    status.classList.remove("llmmath-error");
+    status.textContent = `${runtime.linkText} reading it…`;
+    const shared = await runtime.shared(kind);
+    if (shared && shared.error) {
+      linking = false;
+      root.dataset.link = "failed";
+      draw(first);
+      output.classList.remove("llmmath-stale");
+      status.textContent = shared.error;
+      status.classList.add("llmmath-error");
+    } else if (shared) {
+      compute({ ...first.state, ...shared.state });
+    }
+  }
+
   model.on("change:view", () => draw(model.get("view")));
   draw(view);
+  const first = view; // the page's own view: links hold the state that differs from it
+  let linking = false;
   if (runtime) {
     status.textContent = runtime.idleText;
-    const shared = runtime.shared && runtime.shared(kind);
-    if (shared) compute({ ...view.state, ...shared }); // a link with an answer in it
+    applyLink();
+    addEventListener("hashchange", applyLink); // a new link in the same tab
   }
-  return () => model.off("change:view");
+  return () => {
+    model.off("change:view");
+    if (runtime) removeEventListener("hashchange", applyLink);
+  };
 }
 
 export default { render };

@@ -1,131 +1,273 @@
 // llmmath in the reader's browser: the runtime of the published site's explorers.
 //
 // llmmath.runtime writes this file into _static/runtime/ at build time, with the manifest of
-// what it loads (names, sizes, SHA-384 digests) in place of __MANIFEST__. It defines
-// globalThis.llmmathRuntime, which the explorers' front end (llmmath/static/explorer.js) uses
-// on the site. Nothing is downloaded until a reader changes a control: then Pyodide and the
-// llmmath wheel are fetched from this site, checked against their digests, started, and
-// `llmmath.explorers.explore_json` answers every later change in the page.
+// what it loads (names, sizes, SHA-384 digests) in place of __MANIFEST__ and llmmath.config's
+// size limit in place of __MAX_CONFIG_BYTES__. It defines globalThis.llmmathRuntime, which the
+// explorers' front end (llmmath/static/explorer.js) uses on the site.
+//
+// Nothing is downloaded until a reader changes a control (or opens a link with an answer in
+// it). Then a module worker (llmmath-runtime-worker.js, beside this file) fetches Pyodide and
+// the llmmath wheel from this site, checks them against their digests, starts Python and
+// imports llmmath; `llmmath.explorers.explore_json` answers every later change there. The
+// page's main thread only relays messages, so it never waits on Python.
+//
+// The calculator keeps its answer in the page's link: `#state=` and the state minus the
+// page's own (a preset is linked by its name), and for a pasted config.json `&config=` and
+// the text deflated and base64url-encoded, up to LINK_LIMIT characters of link.
 (function () {
   "use strict";
   const MANIFEST = __MANIFEST__;
+  const MAX_CONFIG_BYTES = __MAX_CONFIG_BYTES__; // llmmath.config reads no larger config
+  const LINK_LIMIT = 8192; // characters after the '#'; browsers and chat apps keep this
   const runtimeDir = new URL(".", document.currentScript.src);
   const staticDir = new URL("..", runtimeDir);
-  const megabytes = (n) => `${Math.round(n / 1e6)} MB`;
+  const megabytes = (n) => `${(n / 1e6).toFixed(1)} MB`;
   const listeners = new Set();
-  let loading = null;
+  let loading = null; // the promise of `call`, once started
+  let failure = null; // the error that stopped the runtime: final, never retried
 
   function tell(text) {
     for (const listener of listeners) listener(text);
   }
 
-  async function digest(bytes) {
-    const hash = new Uint8Array(await crypto.subtle.digest("SHA-384", bytes));
-    let text = "";
-    for (const b of hash) text += String.fromCharCode(b);
-    return "sha384-" + btoa(text);
+  function failureText(error) {
+    return `Could not run Python in this browser: ${error.message}. ` +
+      "Reload the page to try again.";
   }
 
-  async function fetchChecked(file, onBytes) {
-    const url = new URL(file.path, staticDir);
-    const response = await fetch(url);
-    if (!response.ok) throw new Error(`${url.pathname}: HTTP ${response.status}`);
-    const reader = response.body.getReader();
+  // Start the worker; resolves to `call(kind, stateJson) → Promise<view JSON>` once llmmath
+  // is imported, or rejects (for good) with the first failure.
+  function start() {
+    const sha = MANIFEST.worker.sha384;
+    const url = new URL(MANIFEST.worker.path, staticDir);
+    url.searchParams.set("v", sha.slice(7, 23).replace(/[+/]/g, "_")); // a new build, a new URL
+    const worker = new Worker(url, { type: "module" });
+    const calls = new Map();
+    let nextId = 0;
+
+    function call(kind, stateJson) {
+      if (failure) return Promise.reject(failure);
+      const id = nextId++;
+      return new Promise((resolve, reject) => {
+        calls.set(id, { resolve, reject });
+        worker.postMessage({ type: "call", id, kind, state: stateJson });
+      });
+    }
+
+    return new Promise((resolve, reject) => {
+      function fail(error) {
+        if (failure) return;
+        failure = error;
+        worker.terminate(); // stops the downloads still under way with it
+        tell(failureText(error)); // the last word: no progress message follows
+        listeners.clear();
+        reject(error);
+        for (const { reject: rejectCall } of calls.values()) rejectCall(error);
+        calls.clear();
+      }
+      worker.onmessage = ({ data }) => {
+        if (failure) return;
+        if (data.type === "bytes") {
+          const percent = Math.floor((100 * data.received) / data.total);
+          tell(`downloading Python for this page: ${megabytes(data.received)} of ` +
+            `${megabytes(data.total)} (${percent} %)…`);
+        } else if (data.type === "phase") {
+          tell(data.phase === "starting" ? "starting Python…" : "loading llmmath…");
+        } else if (data.type === "ready") {
+          runtime.coldStartMs = data.coldStartMs;
+          resolve(call);
+        } else if (data.type === "failed") {
+          fail(new Error(data.message));
+        } else if (data.type === "result") {
+          const pending = calls.get(data.id);
+          calls.delete(data.id);
+          if (!pending) return;
+          if ("error" in data) pending.reject(new Error(data.error));
+          else pending.resolve(data.view);
+        }
+      };
+      // The worker's script did not load or threw outside a message (a broken build).
+      worker.onerror = (event) => {
+        event.preventDefault();
+        fail(new Error(event.message || `${url.pathname} did not start`));
+      };
+      worker.postMessage({ type: "start", manifest: MANIFEST, staticDir: staticDir.href });
+    });
+  }
+
+  // --- links ----------------------------------------------------------------------------
+
+  // The calculator keeps its inputs in the page's link, so that an answer can be shared.
+  const SHARED = "calculator";
+  const PASTED = "(pasted config.json)"; // llmmath.explorers.PASTED
+  const KEYS = ["state", "config", "config-too-long"];
+
+  // {key: raw value} of the link's `#state=…&config=…`; null when it has none of them.
+  function linkParts(hash) {
+    if (!hash.startsWith("#")) return null;
+    const parts = {};
+    let last = null;
+    for (const piece of hash.slice(1).split("&")) {
+      const eq = piece.indexOf("=");
+      const key = eq > 0 ? piece.slice(0, eq) : null;
+      if (KEYS.includes(key) && !(key in parts)) {
+        parts[key] = piece.slice(eq + 1);
+        last = key;
+      } else if (last) {
+        parts[last] += "&" + piece; // a hand-written '&' inside the state's JSON
+      } else {
+        return null;
+      }
+    }
+    return Object.keys(parts).length ? parts : null;
+  }
+
+  function toBase64Url(bytes) {
+    let text = "";
+    for (let i = 0; i < bytes.length; i += 0x8000) {
+      text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+    }
+    return btoa(text).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
+
+  async function readAll(stream, limit) {
+    const reader = stream.getReader();
     const chunks = [];
+    let size = 0;
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
+      size += value.length;
+      if (size > limit) {
+        reader.cancel().catch(() => {});
+        return null;
+      }
       chunks.push(value);
-      onBytes(value.length);
     }
-    const bytes = new Uint8Array(await new Blob(chunks).arrayBuffer());
-    if ((await digest(bytes)) !== file.sha384) {
-      throw new Error(`${url.pathname} does not match its SHA-384 digest`);
-    }
-    return bytes;
+    return new Uint8Array(await new Blob(chunks).arrayBuffer());
   }
 
-  async function start() {
-    const started = performance.now();
-    let received = 0;
-    const bytes = {};
-    await Promise.all(
-      Object.entries(MANIFEST.files).map(async ([name, file]) => {
-        bytes[name] = await fetchChecked(file, (n) => {
-          received += n;
-          const percent = Math.floor((85 * received) / MANIFEST.bytes);
-          tell(`loading Python in your browser… ${percent} %`);
-        });
-      }),
-    );
-    tell("starting Python in your browser… 90 %");
-    const blobUrl = (name, type) => URL.createObjectURL(new Blob([bytes[name]], { type }));
-    const { loadPyodide } = await import(blobUrl("pyodide.mjs", "text/javascript"));
-    const asm = await import(blobUrl("pyodide.asm.mjs", "text/javascript"));
-    const indexURL = new URL("pyodide/", staticDir).href;
-    const wasmUrl = indexURL + "pyodide.asm.wasm";
-    const siteFetch = globalThis.fetch;
-    // Pyodide fetches its WebAssembly itself: hand it the bytes already checked.
-    globalThis.fetch = (input, init) =>
-      String(input instanceof Request ? input.url : input) === wasmUrl
-        ? Promise.resolve(new Response(bytes["pyodide.asm.wasm"], {
-          headers: { "Content-Type": "application/wasm" },
-        }))
-        : siteFetch(input, init);
-    let pyodide;
+  async function deflate(text) {
+    const stream = new Blob([text]).stream().pipeThrough(new CompressionStream("deflate-raw"));
+    return toBase64Url(await readAll(stream, Infinity));
+  }
+
+  // The config text of a link's `config=`: base64url of raw deflate, at most MAX_CONFIG_BYTES
+  // once inflated. Throws an Error saying what is wrong with it.
+  async function inflate(encoded) {
+    if (!/^[A-Za-z0-9_-]*$/.test(encoded) || encoded.length % 4 === 1) {
+      throw new Error("its config is not base64url text");
+    }
+    const binary = atob(encoded.replace(/-/g, "+").replace(/_/g, "/"));
+    const packed = Uint8Array.from(binary, (c) => c.charCodeAt(0)); // one byte a char
+    let bytes;
     try {
-      pyodide = await loadPyodide({
-        indexURL,
-        createPyodideModule: asm.default,
-        lockFileContents: JSON.parse(new TextDecoder().decode(bytes["pyodide-lock.json"])),
-        stdLibURL: blobUrl("python_stdlib.zip", "application/zip"),
-        stdout: () => {},
-        stderr: (line) => console.warn(line),
-      });
-    } finally {
-      globalThis.fetch = siteFetch;
+      const stream = new Blob([packed]).stream()
+        .pipeThrough(new DecompressionStream("deflate-raw"));
+      bytes = await readAll(stream, MAX_CONFIG_BYTES);
+    } catch {
+      throw new Error("its config is not deflate data");
     }
-    tell("importing llmmath… 95 %");
-    pyodide.unpackArchive(bytes.wheel, "wheel");
-    const explorers = pyodide.pyimport("llmmath.explorers");
-    runtime.coldStartMs = performance.now() - started;
-    return (kind, stateJson) => explorers.explore_json(kind, stateJson);
+    if (bytes === null) {
+      throw new Error(`its config is larger than ${MAX_CONFIG_BYTES.toLocaleString("en-US")} ` +
+        "bytes, the most llmmath reads");
+    }
+    try {
+      return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    } catch {
+      throw new Error("its config is not UTF-8 text");
+    }
   }
 
-  // The calculator keeps its inputs in the page's URL, so that an answer can be shared.
-  const SHARED = "calculator";
+  let writes = 0; // only the newest answer is written into the link
 
   const runtime = {
     manifest: MANIFEST,
+    linkLimit: LINK_LIMIT,
     coldStartMs: null,
     idleText:
       "Live in your browser: changing a control runs llmmath here, on Python compiled " +
       `to WebAssembly (Pyodide, loaded once on first use: ${megabytes(MANIFEST.bytes)}).`,
     liveText: "Live: computed in your browser by llmmath on Pyodide.",
+    linkText: "Loading the answer in this page's link:",
+    failureText,
+    // Resolves to `call(kind, stateJson) → Promise<view JSON text>`; `onText` hears the
+    // progress, then the failure, if any (after which it hears nothing more).
     load(onText) {
+      if (failure) return Promise.reject(failure);
       if (onText) listeners.add(onText);
-      if (!loading) {
-        loading = start().catch((error) => {
-          loading = null;
-          throw error;
-        });
-      }
+      if (!loading) loading = start();
       return loading;
     },
-    remember(kind, state) {
-      if (kind !== SHARED) return;
-      const url = new URL(location.href);
-      url.hash = "state=" + encodeURIComponent(JSON.stringify(state));
-      history.replaceState(null, "", url);
+    // Whether the page's link holds an answer for explorer `kind` (known at once).
+    hasLink(kind) {
+      return kind === SHARED && linkParts(location.hash) !== null;
     },
-    shared(kind) {
-      if (kind !== SHARED || !location.hash.startsWith("#state=")) return null;
+    // The answer in the page's link: {state} to lay over the page's own state, or {error}
+    // (one line, what is wrong with the link), or null when there is none.
+    async shared(kind) {
+      const parts = kind === SHARED ? linkParts(location.hash) : null;
+      if (!parts) return null;
+      let state = {};
       try {
-        const state = JSON.parse(decodeURIComponent(location.hash.slice(7)));
-        return state && typeof state === "object" && !Array.isArray(state) ? state : null;
-      } catch {
-        return null;
+        if ("state" in parts) {
+          try {
+            state = JSON.parse(decodeURIComponent(parts.state));
+          } catch {
+            throw new Error("its state is not JSON");
+          }
+          if (!state || typeof state !== "object" || Array.isArray(state)) {
+            throw new Error("its state is not a JSON object");
+          }
+        }
+        if ("config" in parts) {
+          state = { ...state, preset: PASTED, config: await inflate(parts.config) };
+        }
+      } catch (error) {
+        return { error: `This page's link cannot be read: ${error.message}.` };
       }
+      if ("config-too-long" in parts) {
+        const size = Number(parts["config-too-long"]) || 0;
+        return {
+          error: `This page's link has no config.json: the one pasted (${size.toLocaleString(
+            "en-US")} bytes) was too long to keep in a link (limit ${LINK_LIMIT / 1024} KB). ` +
+            "Paste it again.",
+        };
+      }
+      return { state };
+    },
+    // Write the answer `state` into the page's link, as the state minus `base` (the page's
+    // own state). Resolves to a line for the reader when the link cannot hold the answer.
+    async remember(kind, state, base) {
+      if (kind !== SHARED) return null;
+      const write = ++writes;
+      const linked = {};
+      for (const [key, value] of Object.entries(state)) {
+        if (key === "loaded" || key === "config") continue; // a preset's config: its name
+        if (JSON.stringify(value) !== JSON.stringify(base[key])) linked[key] = value;
+      }
+      // JSON's {}[]:, may stay as they are in a link's fragment: a third shorter
+      const json = encodeURIComponent(JSON.stringify(linked))
+        .replace(/%(7B|7D|5B|5D|3A|2C)/g, (escaped) => decodeURIComponent(escaped));
+      let hash = "state=" + json;
+      let note = null;
+      if (state.preset === PASTED) {
+        const packed = await deflate(String(state.config));
+        if (hash.length + "&config=".length + packed.length <= LINK_LIMIT) {
+          hash += "&config=" + packed;
+        } else {
+          const size = new TextEncoder().encode(String(state.config)).length;
+          hash += "&config-too-long=" + size;
+          note = `This answer is not kept in the page's link: the pasted config.json would ` +
+            `make it ${Math.ceil((hash.length + packed.length) / 1024)} KB long, over the ` +
+            `${LINK_LIMIT / 1024} KB limit.`;
+        }
+      }
+      if (write !== writes) return null; // a newer answer was written meanwhile
+      const url = new URL(location.href);
+      url.hash = hash;
+      history.replaceState(null, "", url); // fires no hashchange
+      return note;
     },
   };
   globalThis.llmmathRuntime = runtime;

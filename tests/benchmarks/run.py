@@ -285,3 +285,106 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# --- issue 23: the browser runtime under load, and the size of a shared link ----------
+
+
+def runtime_figures(runs: int = 3) -> tuple[list[float], int]:
+    """On the built site in headless Chromium: (seconds from the first change of a
+    control to its first result, cold, while two other processes keep two CPUs busy,
+    once per run, each on a fresh origin and browser profile; characters of the link
+    the calculator shares for a pasted Llama-3-8B config.json). Builds the book into a
+    temporary folder first."""
+    import json
+    import tempfile
+
+    sys.path.insert(0, str(ROOT))
+    from llmmath import presets
+    from tests.test_browser import READ, SET, chromium, serve
+
+    def wait_live(driver, before: int) -> None:
+        while True:
+            if driver.execute_script(
+                "return document.querySelectorAll('.llmmath-explorer').length"
+            ):
+                now = driver.execute_script(READ, 0)
+                if now["draws"] > before and now["live"]:
+                    return
+                if "Could not run Python" in now["status"]:
+                    raise RuntimeError(now["status"])
+            time.sleep(0.005)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(
+            [
+                Path(sys.executable).with_name("jupyter-book"),
+                "build",
+                ROOT,
+                "--path-output",
+                tmp,
+            ],
+            check=True,
+            capture_output=True,
+        )
+        html = Path(tmp) / "_build" / "html"
+        busy = [
+            subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(2)
+        ]
+        colds = []
+        try:
+            for run in range(runs):
+                httpd = serve(html)  # a new port: nothing cached from the last run
+                driver = chromium(Path(tmp) / f"profile-{run}")
+                try:
+                    driver.get(f"{httpd.base}/chapters/09_memory.html")
+                    while not driver.execute_script(
+                        "return document.querySelectorAll('.llmmath-explorer').length"
+                    ):
+                        time.sleep(0.01)
+                    before = driver.execute_script(READ, 0)["draws"]
+                    start = time.perf_counter()
+                    driver.execute_script(SET, 0, "batch", 2)
+                    wait_live(driver, before)
+                    colds.append(time.perf_counter() - start)
+                finally:
+                    driver.quit()
+                    httpd.shutdown()
+        finally:
+            for process in busy:
+                process.kill()
+                process.wait()
+        httpd = serve(html)
+        driver = chromium(Path(tmp) / "profile-link")
+        try:
+            driver.get(f"{httpd.base}/book/calculator.html")
+            while not driver.execute_script(
+                "return document.querySelectorAll('.llmmath-explorer').length"
+            ):
+                time.sleep(0.01)
+            before = driver.execute_script(READ, 0)["draws"]
+            text = json.dumps(presets.get("llama-3-8b").hf_config)  # as downloaded
+            driver.execute_script(SET, 0, "config", text)
+            wait_live(driver, before)
+            time.sleep(0.5)  # the link is written once the answer is drawn
+            link = driver.current_url
+        finally:
+            driver.quit()
+            httpd.shutdown()
+    return colds, len(link)
+
+
+def runtime_report() -> None:
+    colds, link = runtime_figures()
+    report(
+        "site: first live result, cold, 2 busy processes",
+        statistics.median(colds),
+        4.0,
+    )
+    print(f"{'  (each run)':<52} " + ", ".join(f"{s:.2f} s" for s in colds))
+    print(f"{'site: shared link, pasted Llama-3-8B config':<52} {link:>11,} characters")
+
+
+if __name__ == "__main__":  # after main(): the figures of issue 23
+    runtime_report()
