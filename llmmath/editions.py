@@ -27,7 +27,8 @@ writes them after every HTML build, from what Sphinx itself resolved:
   "No renderer could be found") go, and an explorer's output keeps only its static
   snapshot (``text/html`` and ``text/plain``, see `llmmath.widgets.Explorer`): run the
   cell and the live explorer replaces it;
-- ``hide-input``, ``hide-cell`` and ``remove-cell`` tags become folded cells.
+- ``hide-input``, ``hide-cell`` and ``remove-cell`` tags become folded cells, and a
+  markdown cell tagged ``site-only`` (prose about the web page itself) is left out.
 
 The editions are plain CommonMark with ``$…$`` math: nothing else to render.
 ``make book`` copies them from ``_build/editions/`` to ``editions/``, which is
@@ -73,6 +74,8 @@ DIRECTIVE = re.compile(
 CODE_FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})")
 TARGET = re.compile(r"^\([\w.:-]+\)=\s*$")
 MYST_COMMENT = re.compile(r"^%")
+#: A markdown cell with this tag is shown on the site only (it speaks of the page).
+SITE_ONLY = "site-only"
 GLUE_MIME = "application/papermill.record/"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>$|])")
@@ -264,6 +267,10 @@ class _Page:
             segments.append(("md", "\n".join(buffer)))
         return segments
 
+    def skip(self, source: str) -> None:
+        """Consume the resolved nodes of a cell the edition leaves out."""
+        self.roles(source)
+
     def exercise(self, title: str, options: dict[str, str], body: list[str]) -> str:
         label = options.get("label")
         if label not in self.resolved.exercises:
@@ -383,6 +390,10 @@ def edition(notebook: dict, docname: str, resolved: Resolved, site_url: str) -> 
             if isinstance(cell["source"], list)
             else cell["source"]
         )
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "markdown" and SITE_ONLY in tags:
+            page.skip(source)  # its roles were resolved on the page: consume them
+            continue
         if cell["cell_type"] == "markdown":
             for part, (kind, text) in enumerate(page.split(source)):
                 part_id = cell_id if part == 0 else f"{cell_id}-{part}"

@@ -334,3 +334,13 @@ def test_code_blocks_in_prose_are_left_alone():
     source = "```python\n{glue:text}`not a role`\n```"
     out = edition(_notebook(("markdown", source)), "chapters/x", _resolved(), SITE_URL)
     assert "".join(out["cells"][0]["source"]) == source
+
+
+def test_site_only_prose_is_left_out():
+    nb = _notebook(
+        ("markdown", "On this page, {glue:text}`a` is computed in your browser."),
+        ("markdown", "Everywhere: {glue:text}`b`."),
+    )
+    nb["cells"][0]["metadata"]["tags"] = ["site-only"]
+    out = edition(nb, "book/x", _resolved(**{"pasted-text": ["1", "2"]}), SITE_URL)
+    assert ["".join(c["source"]) for c in out["cells"]] == ["Everywhere: 2."]
