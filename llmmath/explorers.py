@@ -29,7 +29,14 @@ a ``type``:
   of ``points`` drawn as ``line``, ``dashed``, ``dots`` or ``bars``.
 
 Bad values never raise: the view carries a ``note`` with the `ConfigError` message (the
-CLI's one-line message) in place of the numbers. `explore` is the one entry point;
+CLI's one-line message) and the message itself as ``"error"``. The controls always show
+the state that was computed: a value no control can show (an unknown preset, GPU or
+format in a link, a number out of its range, a check box that is not true or false)
+falls back, field by field, to the explorer's default, and the view shows the one line
+followed by the numbers of that valid state. An in-range number that does not fit the
+others (n_h = 31 with H = 4096) stays in its box beside the one-line answer, and so does
+a pasted config.json, so that the reader can correct what they typed. Colours are names
+of the front end's palette (`PALETTE`). `explore` is the one entry point;
 `explore_json` is what the browser calls.
 """
 
@@ -43,7 +50,6 @@ from typing import Any
 from llmmath import presets
 from llmmath.config import ConfigError, ModelConfig, parse_config_text
 from llmmath.counting import GROUPS, ParamCount, count_params
-from llmmath.memory import GPU_80GB
 
 #: One colour per parameter group, used by the figures (`llmmath.plots`) and the
 # explorers.
@@ -62,6 +68,14 @@ GROUP_LABELS = {
     "lm_head": "LM head",
 }
 BAR_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
+#: The explorers' views name colours of the front end's palette, not hex codes:
+#: ``c0`` … ``c5`` (the series, in the order of `BAR_COLORS`), ``grey`` (reference
+#: lines) and ``ink`` (the text colour). ``llmmath/static/explorer.css`` sets them for
+#: the light and the dark theme, each at least 3:1 against the page's background
+#: (WCAG 2.1, 1.4.11; tests/test_browser_views.py measures them).
+PALETTE = ("c0", "c1", "c2", "c3", "c4", "c5")
+GREY, INK = "grey", "ink"
+GROUP_PALETTE = dict(zip(GROUP_COLORS, PALETTE))
 #: Number formats the serving and memory explorers offer.
 FORMATS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 
@@ -103,6 +117,11 @@ def _float(state: Mapping, name: str, low: float, high: float) -> float:
     if not (math.isfinite(value) and low <= value <= high):
         raise ConfigError(f"{name} must be between {low:,} and {high:,}, got {value}")
     return value
+
+
+def _is_int(value) -> bool:
+    """Whether ``value`` is an int (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _choice(state: Mapping, name: str, allowed, default):
@@ -170,7 +189,55 @@ def _error_view(kind: str, state: Mapping, controls: list, error: Exception) -> 
         "state": dict(state),
         "controls": controls,
         "blocks": [note(f"Invalid configuration: {error}", "error")],
+        "error": str(error),
     }
+
+
+def _legal(control: Mapping, value: Any) -> bool:
+    """Whether ``control`` can show ``value``: one of a select's options (a bool only
+    where the option is one), a bool for a check box, a finite number in [min, max]
+    (whole for ``int`` and ``range``) or a string for a text box."""
+    kind = control["type"]
+    if kind == "select":
+        return any(
+            len(pair) == 2
+            and value == pair[0]
+            and isinstance(value, bool) == isinstance(pair[0], bool)
+            for pair in control["options"]
+        )
+    if kind == "check":
+        return isinstance(value, bool)
+    if kind == "text":
+        return isinstance(value, str)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if not (math.isfinite(value) and control["min"] <= value <= control["max"]):
+        return False
+    return kind == "float" or float(value).is_integer()
+
+
+def _domain(control: Mapping) -> str:
+    """What ``control`` accepts, in words (for the one-line answer to a bad link)."""
+    kind = control["type"]
+    if kind == "select":
+        return "one of " + ", ".join(str(o) for o, _ in control["options"])
+    if kind == "check":
+        return "true or false"
+    if kind == "text":
+        return "text"
+    whole = "a number" if kind == "float" else "a whole number"
+    return f"{whole} from {control['min']:,} to {control['max']:,}"
+
+
+def _illegal(view: View) -> list[str]:
+    """Names of the controls of ``view`` whose value in its state they cannot show (and
+    ``"preset"`` when an explorer without a model select holds an unknown one)."""
+    state = view["state"]
+    bad = [c["name"] for c in view["controls"] if not _legal(c, state.get(c["name"]))]
+    named = any(c["name"] == "preset" for c in view["controls"])
+    if not named and "preset" in state and state["preset"] not in presets.names():
+        bad.append("preset")
+    return bad
 
 
 # --- chapter 1: parameters ------------------------------------------------------------
@@ -208,7 +275,7 @@ def group_bars(counts: ParamCount, title: str) -> dict:
         {
             "label": GROUP_LABELS[g],
             "value": n,
-            "color": GROUP_COLORS[g],
+            "color": GROUP_PALETTE[g],
             "text": f"{n / counts.total:.1%}",
         }
         for g, n in counts.by_group().items()
@@ -244,7 +311,11 @@ def params(state: Mapping) -> View:
     the sizes came from)."""
     state = {"preset": "llama-2-7b", **state}
     name = state["preset"]
-    if name in presets.names() and state.get("loaded") != name:
+    try:
+        _preset(state, "llama-2-7b")
+    except ConfigError as e:
+        return _error_view("params", state, [_preset_select()], e)
+    if state.get("loaded") != name:
         cfg = presets.load(name)
         state.update({f: getattr(cfg, f) for f, _, _ in PARAM_FIELDS})
         state.update(
@@ -435,12 +506,12 @@ def rotary(state: Mapping) -> View:
         "x": {"min": -1.15, "max": 1.15},
         "y": {"min": -1.15, "max": 1.15},
         "series": [
-            {"points": circle, "mode": "line", "color": "#bbbbbb"},
-            {"points": [[0, 0], [1, 0]], "mode": "line", "color": "#999999"},
+            {"points": circle, "mode": "line", "color": GREY},
+            {"points": [[0, 0], [1, 0]], "mode": "line", "color": GREY},
             {
                 "points": [[0, 0], [v["cos"], v["sin"]]],
                 "mode": "line",
-                "color": "#dd8452",
+                "color": PALETTE[1],
                 "label": f"pair {i} at m = {m:,}",
             },
         ],
@@ -453,12 +524,12 @@ def rotary(state: Mapping) -> View:
         "x": {"min": -0.5, "max": d // 2 - 0.5, "label": "pair i"},
         "y": {"min": 1, "max": 1e7, "log": True, "label": "λ_i (tokens)"},
         "series": [
-            {"points": bars, "mode": "bars", "color": "#4c72b0"},
-            {"points": [bars[i]], "mode": "bars", "color": "#dd8452"},
+            {"points": bars, "mode": "bars", "color": PALETTE[0]},
+            {"points": [bars[i]], "mode": "bars", "color": PALETTE[1]},
             {
                 "points": [[-0.5, max(m, 1)], [d // 2 - 0.5, max(m, 1)]],
                 "mode": "dashed",
-                "color": "#333333",
+                "color": INK,
                 "label": f"m = {m:,}",
             },
         ],
@@ -536,16 +607,16 @@ def serving(state: Mapping) -> View:
     }
 
 
-def stack(items: Mapping[str, int], limit: int) -> dict:
-    """A stacked bar of ``items`` (bytes) against ``limit`` bytes."""
+def stack(items: Mapping[str, int], limit: int, gpu: str = "the GPU") -> dict:
+    """A stacked bar of ``items`` (bytes) against ``limit`` bytes (``gpu`` names it)."""
     return {
         "type": "stack",
         "items": [
-            {"label": k, "value": v, "color": BAR_COLORS[i % len(BAR_COLORS)]}
+            {"label": k, "value": v, "color": PALETTE[i % len(PALETTE)]}
             for i, (k, v) in enumerate(items.items())
         ],
         "limit": limit,
-        "limit_label": f"the GPU, {limit / 10**9:,.2f} GB",
+        "limit_label": f"{gpu}, {limit / 10**9:,.2f} GB",
     }
 
 
@@ -625,9 +696,12 @@ ROOFLINE_BATCHES = [2**k for k in range(11)]  # the decode curve: batch 1 ... 10
 def roofline(state: Mapping) -> View:
     """Chapter 9's roofline: preset, GPU, formats, batch and context → the decode step
     on the roofline and its numbers (`llmmath.roofline`: `decode_step`, `prefill_step`,
-    `compute_bound_batch`) and whether weights + cache fit in 80 GB (`serving_fit`)."""
+    `compute_bound_batch`) and whether weights + cache fit in the GPU's memory
+    (`serving_fit`; any GPU of the catalogue `llmmath.gpus`, by its capacity rule)."""
+    from llmmath.gpus import DEFAULT_GPU, GPUS
     from llmmath.memory import serving_fit
-    from llmmath.roofline import GPUS, compute_bound_batch, decode_step, prefill_step
+    from llmmath.roofline import GPUS as COMPARED
+    from llmmath.roofline import compute_bound_batch, decode_step, prefill_step
 
     state = {
         "preset": "llama-3-8b",
@@ -649,7 +723,7 @@ def roofline(state: Mapping) -> View:
     ]
     try:
         cfg = presets.load(_preset(state, "llama-3-8b"))
-        gpu = GPUS[_choice(state, "gpu", list(GPUS), "H100-SXM5-80GB")]
+        gpu = GPUS[_choice(state, "gpu", list(GPUS), DEFAULT_GPU)]
         fmt = (
             _choice(state, "weight_dtype", formats, "bf16"),
             _choice(state, "cache_dtype", formats, "bf16"),
@@ -660,7 +734,7 @@ def roofline(state: Mapping) -> View:
         curve = [decode_step(cfg, gpu, bb, c, *fmt) for bb in ROOFLINE_BATCHES]
         prefill = prefill_step(cfg, gpu, c, 1, *fmt)
         found = compute_bound_batch(cfg, gpu, c, *fmt)
-        fit = serving_fit(cfg, GPU_80GB, b, c, *fmt)
+        fit = serving_fit(cfg, gpu.memory, b, c, *fmt)
     except ConfigError as e:
         return _error_view("roofline", state, controls, e)
     rows = [
@@ -675,7 +749,10 @@ def roofline(state: Mapping) -> View:
         ["tokens/s, per sequence", f"{step.tokens_per_second / b:,.1f}"],
         ["compute-bound from batch", "never" if found is None else f"{found:,}"],
         ["prefill intensity", f"{prefill.intensity:,.0f} FLOPs/byte"],
-        ["weights + cache in 80 GB", "fit" if fit.fits else "do not fit"],
+        [
+            f"weights + cache in {gpu.memory / 10**9:,.0f} GB",
+            "fit" if fit.fits else "do not fit",
+        ],
     ]
 
     def roof(g):
@@ -685,37 +762,38 @@ def roofline(state: Mapping) -> View:
     def point(s):
         return [s.intensity, s.flops / s.seconds]
 
+    others = [n for n in COMPARED if n != gpu.name]
     series = [
-        {"points": roof(g), "mode": "dashed", "color": "#999999"}
-        for name, g in GPUS.items()
+        {"points": roof(g), "mode": "dashed", "color": GREY}
+        for name, g in COMPARED.items()
         if name != gpu.name
     ]
     series += [
         {
             "points": roof(gpu),
             "mode": "line",
-            "color": "#000000",
-            "label": f"{gpu.name} (dashed: other GPUs)",
+            "color": INK,
+            "label": f"{gpu.name} (dashed: {', '.join(others)})",
         },
-        {"points": [point(s) for s in curve], "mode": "line", "color": "#4c72b0"},
+        {"points": [point(s) for s in curve], "mode": "line", "color": PALETTE[0]},
         {
             "points": [point(s) for s in curve],
             "mode": "dots",
-            "color": "#4c72b0",
+            "color": PALETTE[0],
             "label": "decode, batch 1 … 1,024",
         },
         {
             "points": [point(prefill)],
             "mode": "dots",
             "radius": 5.5,
-            "color": "#55a868",
+            "color": PALETTE[2],
             "label": "prefill of one prompt",
         },
         {
             "points": [point(step)],
             "mode": "dots",
             "radius": 5.5,
-            "color": "#dd8452",
+            "color": PALETTE[1],
             "label": f"decode, batch {b:,}",
         },
     ]
@@ -742,14 +820,16 @@ PASTED = "(pasted config.json)"
 
 def calculator(state: Mapping) -> View:
     """The calculator page: a preset or a pasted Hugging Face ``config.json``, and a
-    batch, a length, a number format and a GPU → parameters by group (total and active),
-    the KV cache, forward FLOPs per token and weights + cache against the GPU, computed
-    by the CLI's own functions (`llmmath.cli.params_report`, `kv_cache_report`,
-    `flops_report`) and `llmmath.memory.serving_fit`. A bad config shows the CLI's
-    one-line message."""
+    batch, a length, the weights' format, the KV cache's format and a GPU of the
+    catalogue (`llmmath.gpus`) → parameters by group (total and active), the KV cache,
+    forward FLOPs per token and weights + cache against the GPU, computed by the CLI's
+    own functions: `llmmath.cli.params_report`, `kv_cache_report`, `flops_report`
+    and `llmmath.serving_cli.memory_report` (what ``python -m llmmath memory MODEL
+    --weights W --kv-dtype D --batch B --seq-len T --gpu G --json`` prints). A bad
+    config shows the CLI's one-line message."""
     from llmmath.cli import flops_report, kv_cache_report, params_report
-    from llmmath.memory import serving_fit
-    from llmmath.roofline import GPUS
+    from llmmath.gpus import DEFAULT_GPU, GPUS
+    from llmmath.serving_cli import WEIGHTS, memory_report
     from llmmath.units import human_bytes
 
     state = {
@@ -757,8 +837,9 @@ def calculator(state: Mapping) -> View:
         "config": "",
         "batch": 1,
         "seq_len": 4096,
-        "dtype": "bf16",
-        "gpu": "H100-SXM5-80GB",
+        "weights": "bf16",
+        "kv_dtype": "bf16",
+        "gpu": DEFAULT_GPU,
         **state,
     }
     name = state["preset"]
@@ -773,7 +854,8 @@ def calculator(state: Mapping) -> View:
         _select("preset", "model", [*presets.names(), PASTED]),
         _number("batch", "batch", 1, 10**6),
         _number("seq_len", "tokens", 1, 10**8),
-        _select("dtype", "format", FORMATS),
+        _select("weights", "weights", WEIGHTS),
+        _select("kv_dtype", "KV cache", FORMATS),
         _select("gpu", "GPU", list(GPUS)),
         {"name": "config", "label": "config.json", "type": "text"},
     ]
@@ -788,12 +870,15 @@ def calculator(state: Mapping) -> View:
             cfg = presets.load(state["preset"])
         batch = _int(state, "batch", 1, 10**6)
         seq_len = _int(state, "seq_len", 1, 10**8)
-        dtype = _choice(state, "dtype", FORMATS, "bf16")
-        gpu = GPUS[_choice(state, "gpu", list(GPUS), "H100-SXM5-80GB")]
+        weights = _choice(state, "weights", WEIGHTS, "bf16")
+        kv_dtype = _choice(state, "kv_dtype", FORMATS, "bf16")
+        gpu = GPUS[_choice(state, "gpu", list(GPUS), DEFAULT_GPU)]
         p = params_report(title, cfg)
-        kv = kv_cache_report(title, cfg, seq_len, batch, dtype)
+        kv = kv_cache_report(title, cfg, seq_len, batch, kv_dtype)
         fl = flops_report(title, cfg, seq_len)
-        fit = serving_fit(cfg, GPU_80GB, batch, seq_len, dtype, dtype)
+        mem = memory_report(
+            title, cfg, weights, None, kv_dtype, batch, seq_len, gpu.name
+        )
     except ConfigError as e:
         view = _error_view("calculator", state, controls, e)
         view["blocks"] = [note(f"llmmath: error: {e}", "error")]
@@ -817,26 +902,33 @@ def calculator(state: Mapping) -> View:
         ["QKᵀ and AV (causal)", _flops_text(parts["attention_qk_av"])],
         ["forward FLOPs per token", _flops_text(fl["forward_flops_per_token"])],
     ]
+    group = f", groups of {mem['group_size']}" if mem["group_size"] else ""
+    verdict = "fit" if mem["fits"] else "do not fit"
     cache_rows = [
-        [f"KV cache per token ({dtype})", f"{kv['bytes_per_token']:,} bytes"],
+        [f"KV cache per token ({kv_dtype})", f"{kv['bytes_per_token']:,} bytes"],
         [
             f"KV cache, batch {batch:,} × {seq_len:,} tokens",
-            f"{kv['bytes']:,} bytes = {human_bytes(kv['bytes'])}",
+            f"{mem['kv_cache_bytes']:,} bytes = {human_bytes(mem['kv_cache_bytes'])}",
         ],
         [
-            f"weights ({dtype})",
-            f"{fit.weight_bytes:,} bytes = {human_bytes(fit.weight_bytes)}",
+            f"weights ({weights}{group})",
+            f"{mem['weight_bytes']:,} bytes = {human_bytes(mem['weight_bytes'])}",
         ],
         [
-            f"weights + cache in {gpu.name} (80 GB)",
-            ("fit" if fit.fits else "do not fit")
-            + f": largest batch {fit.max_batch:,}, longest context {fit.max_seq_len:,}",
+            "weights + KV cache",
+            f"{mem['total_bytes']:,} bytes = {human_bytes(mem['total_bytes'])}",
+        ],
+        [
+            f"in {gpu.name} ({mem['gpu_bytes']:,} bytes) they",
+            f"{verdict}: largest batch {mem['max_batch']:,}, longest context "
+            f"{mem['max_seq_len']:,}",
         ],
     ]
     if kv["cached_tokens"] < seq_len:
         cache_rows.insert(
             1, ["tokens kept (sliding window)", f"{kv['cached_tokens']:,}"]
         )
+    items = {f"weights ({weights})": mem["weight_bytes"], "KV cache": kv["bytes"]}
     return {
         "kind": "calculator",
         "state": state,
@@ -846,7 +938,7 @@ def calculator(state: Mapping) -> View:
             table(groups, ["group", "parameters", "share"]),
             table(cache_rows, ["memory", "bytes"]),
             table(flops_rows, ["FLOPs per token", f"at t = {seq_len:,}"]),
-            stack({"weights": fit.weight_bytes, "KV cache": fit.cache_bytes}, GPU_80GB),
+            stack(items, gpu.memory, gpu.name),
         ],
     }
 
@@ -926,7 +1018,7 @@ def mla(state: Mapping) -> View:
             {
                 "label": name,
                 "value": per_token,
-                "color": BAR_COLORS[i],
+                "color": PALETTE[i],
                 "text": f"{per_token:,} B per token",
             }
         )
@@ -980,6 +1072,39 @@ def explore(kind: str, state: Mapping) -> View:
         raise ConfigError(
             f"an explorer's state must be a dict, got {type(state).__name__}"
         )
+    view = _run(kind, state)
+    if "error" not in view and not _illegal(view):
+        return view
+    # The controls must show the state that was computed: values no control can show
+    # (a link's unknown preset, a bad gpu or dtype, a number out of range) fall back,
+    # field by field, to the explorer's default, and the one-line answer stays.
+    defaults = _run(kind, {})
+    fixed = dict(view["state"])
+    bad = _illegal(view if view["controls"] else {**defaults, "state": fixed})
+    if not bad:
+        return view  # an in-range number that does not fit the others stays shown
+    if "error" not in view:  # a value the explorer took but no control can show
+        (control,) = [c for c in view["controls"] if c["name"] == bad[0]]
+        text = f"{bad[0]} cannot be {fixed.get(bad[0])!r}: {_domain(control)}"
+        view = _error_view(kind, fixed, view["controls"], ConfigError(text))
+    for _ in range(4):  # a new preset can change another select's options
+        fixed.update({name: defaults["state"].get(name) for name in bad})
+        if "preset" in bad:
+            fixed.pop("loaded", None)  # load the default preset's own sizes
+        again = _run(kind, fixed)
+        fixed, bad = dict(again["state"]), _illegal(again)
+        if not bad:
+            break
+    else:
+        again = defaults
+    return {
+        **again,
+        "blocks": [view["blocks"][0], *again["blocks"]],
+        "error": view["error"],
+    }
+
+
+def _run(kind: str, state: Mapping) -> View:
     try:
         return EXPLORERS[kind](state)
     except (
@@ -1089,6 +1214,24 @@ def _seconds(x: float) -> str:
     return f"{x:,.3f} s" if x >= 0.001 else f"{x * 1000:,.3f} ms"
 
 
+def _settle(state: dict, name: str, offered: list[int]) -> None:
+    """Keep ``state[name]`` among ``offered`` (tp or pp of the layout explorer): the
+    reader's choice, kept as ``name_asked``, or the nearest offered value below it when
+    a new model or GPU count rules it out, so that going back restores it. A value
+    that is not an int is left for the explorer to refuse."""
+    value, asked = state[name], state.get(f"{name}_asked")
+    if not _is_int(value):
+        return
+    if value != state.get(f"{name}_shown") or not _is_int(asked):
+        asked = value  # the reader chose it (or the state is new)
+    shown = (
+        asked
+        if asked in offered
+        else max([o for o in offered if o <= asked] or offered[:1])
+    )
+    state.update({name: shown, f"{name}_asked": asked, f"{name}_shown": shown})
+
+
 def layout(state: Mapping) -> View:
     """Chapter 9c's layout explorer: a preset, GPUs, tp, pp, ZeRO stage, micro-batches,
     sequence length, sequence parallelism, recomputation and cluster → what each GPU
@@ -1114,11 +1257,17 @@ def layout(state: Mapping) -> View:
     cfg = presets.load(name) if name in presets.names() else None
     heads = cfg.num_key_value_heads if cfg else 8
     layers = cfg.num_hidden_layers if cfg else 80
+    tps = [t for t in (1, 2, 4, 8) if heads % t == 0]
+    _settle(state, "tp", tps)
+    pps = [p for p in divisors(layers) if p <= 64]
+    if _is_int(state["gpus"]) and _is_int(state["tp"]) and state["gpus"] > 0:
+        pps = [p for p in pps if state["gpus"] % (state["tp"] * p) == 0] or [1]
+    _settle(state, "pp", pps)
     controls = [
         _preset_select(),
         _number("gpus", "GPUs", 1, 10**6),
-        _select("tp", "tp", [t for t in (1, 2, 4, 8) if heads % t == 0]),
-        _select("pp", "pp", [p for p in divisors(layers) if p <= 64]),
+        _select("tp", "tp", tps),
+        _select("pp", "pp", pps),
         _select("zero", "ZeRO", [[0, "0 (DP)"], [1, "1"], [2, "2"], [3, "3 (FSDP)"]]),
         _number("micro_batches", "micro-batches", 1, 4096),
         _number("seq_len", "sequence", 1, 10**6),
@@ -1177,6 +1326,15 @@ def layout(state: Mapping) -> View:
                 f"{p.bubble} = {float(p.bubble):.1%}; MFU ≈ {p.mfu:.1%} with ideal "
                 "kernels"
             ),
+            note(
+                f"pp offers the divisors of the {cfg.num_hidden_layers} layers that "
+                f"also divide the {p.gpus // p.tp:,} GPUs of a tp group, so that "
+                "pipeline stages are equal; a tp or pp that does not fit a new model "
+                "or GPU count moves to the nearest that does. (Megatron-LM can also "
+                "split layers unevenly: Llama 3 405B ran pp 16 over its 126 layers "
+                "with one layer fewer on the first and last stages, Llama 3 report, "
+                "Sec. 3.3.2.)"
+            ),
         ],
     }
 
@@ -1227,17 +1385,17 @@ def speculative(state: Mapping) -> View:
         "x": {"min": 1, "max": 32, "log": False, "label": "draft tokens γ (1 … 32)"},
         "y": {"min": 0, "max": 1.1 * top, "log": False, "label": "speed-up"},
         "series": [
-            {"points": [[1, 1.0], [32, 1.0]], "mode": "dashed", "color": "#999999"},
+            {"points": [[1, 1.0], [32, 1.0]], "mode": "dashed", "color": GREY},
             {
                 "points": curve,
                 "mode": "line",
-                "color": BAR_COLORS[0],
+                "color": PALETTE[0],
                 "label": f"α = {alpha:g}, c = {cost:g}",
             },
             {
                 "points": [[gamma, gain]],
                 "mode": "dots",
-                "color": BAR_COLORS[1],
+                "color": PALETTE[1],
                 "radius": 5.5,
                 "label": f"γ = {gamma}",
             },

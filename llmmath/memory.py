@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from llmmath.config import ConfigError, ModelConfig, check_positive_int
 from llmmath.counting import count_params
+from llmmath.gpus import DEFAULT_GPU, GPUS
 from llmmath.kvcache import kv_cache_bytes, kv_cache_bytes_per_token
 from llmmath.units import bytes_of
 
@@ -25,10 +26,12 @@ def weight_bytes(cfg: ModelConfig, dtype: str = "bf16") -> int:
     return bytes_of(count_params(cfg).total, dtype)
 
 
-#: An "80 GB" GPU as the book counts it when it asks what fits: 80·10⁹ bytes. Both
-#: 80 GB parts report more (A100: 81920 MiB, H100: 81559 MiB; `llmmath.roofline.GPUS`),
-#: so what fits by this rule fits on either, before the runtime takes its share.
-GPU_80GB = 80 * 10**9
+#: An "80 GB" GPU by the catalogue's one capacity rule (`llmmath.gpus`: the capacity
+#: as the vendor states it, GB = 10⁹ bytes): 80·10⁹ bytes, the ``memory`` of the
+#: H100 SXM (and of every 80 GB part). Both 80 GB parts report more to the driver
+#: (A100: 81920 MiB, H100: 81559 MiB; ``GPU.reported_memory``), so what fits by this
+#: rule fits on either, before the runtime takes its share.
+GPU_80GB = GPUS[DEFAULT_GPU].memory
 
 
 def quantized_weight_bytes(
@@ -106,9 +109,13 @@ def serving_fit(
     seq_len: int = 4096,
     weight_dtype: str = "bf16",
     cache_dtype: str = "bf16",
+    weights: int | None = None,
 ) -> ServingFit:
     """Weights in ``weight_dtype`` plus the cache of ``batch`` × ``seq_len`` tokens in
-    ``cache_dtype`` against ``gpu_bytes`` of memory. Exact integers throughout.
+    ``cache_dtype`` against ``gpu_bytes`` of memory (a GPU's ``memory``, the capacity
+    rule of `llmmath.gpus`). Exact integers throughout. ``weights``, when given, is
+    the weights' bytes in place of ``weight_dtype``'s (a quantized checkpoint with its
+    group scales, as ``python -m llmmath memory`` counts it).
 
     The longest context is capped at ``cfg.max_position_embeddings``: memory is not the
     only limit (GPT-2 has 1024 learned positions). A sliding window caps the cache, not
@@ -118,7 +125,8 @@ def serving_fit(
         ConfigError: a size is not a positive integer, or a dtype is unknown.
     """
     check_positive_int("gpu_bytes", gpu_bytes)
-    weights = weight_bytes(cfg, weight_dtype)
+    if weights is None:
+        weights = weight_bytes(cfg, weight_dtype)
     cache = kv_cache_bytes(cfg, batch, seq_len, cache_dtype)
     free = gpu_bytes - weights
     max_batch = max(free, 0) // kv_cache_bytes(cfg, 1, seq_len, cache_dtype)

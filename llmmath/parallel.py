@@ -44,8 +44,8 @@ from fractions import Fraction
 from llmmath.config import ConfigError, ModelConfig, check_positive_int
 from llmmath.counting import TensorCount, count_params
 from llmmath.flops import forward_flops_per_token
-from llmmath.memory import GPU_80GB, MIXED_PRECISION_ADAM, activation_bytes_per_layer
-from llmmath.roofline import GPU, GPUS
+from llmmath.gpus import GPU, GPUS
+from llmmath.memory import MIXED_PRECISION_ADAM, activation_bytes_per_layer
 
 #: Bytes per parameter of mixed-precision Adam (`llmmath.memory.MIXED_PRECISION_ADAM`):
 #: 2 (bf16 weights) + 2 (bf16 gradients) + 12 (fp32 master weights, m and v).
@@ -95,7 +95,8 @@ ZERO_STAGES = (0, 1, 2, 3)
 class Cluster:
     """A cluster's accelerator and links: ``nvlink`` and ``infiniband`` are bytes/s one
     GPU sends in one direction inside a node and between nodes; ``memory`` is what the
-    book counts as fitting (80·10⁹ bytes for an 80 GB part, `llmmath.memory.GPU_80GB`).
+    book counts as fitting: the GPU's ``memory`` by the catalogue's capacity rule
+    (`llmmath.gpus`; 80·10⁹ bytes for an 80 GB part).
     """
 
     name: str
@@ -106,6 +107,10 @@ class Cluster:
     memory: int
     source: str
 
+    def __post_init__(self):
+        if self.memory != self.gpu.memory:
+            raise ValueError(f"{self.name}: memory must be the catalogue's capacity")
+
 
 CLUSTERS = {
     "h100": Cluster(
@@ -114,24 +119,17 @@ CLUSTERS = {
         450e9,
         50e9,
         8,
-        GPU_80GB,
+        GPUS["H100-SXM5-80GB"].memory,
         "NVIDIA H100 datasheet: NVLink 900 GB/s (both directions); ConnectX-7 "
         "400 Gb/s per GPU, as in Meta's Llama 3 clusters (Llama 3 paper, Sec. 3.3.1)",
     ),
     "h800": Cluster(
         "H800 SXM, NVLink 400 GB/s, 400 Gb/s InfiniBand per GPU",
-        GPU(
-            "H800-SXM5-80GB",
-            989.4e12,
-            3.35e12,
-            81559 * 2**20,
-            "H100 compute and memory with NVLink cut to 400 GB/s (DeepSeek-V3 "
-            "report, Sec. 3.1)",
-        ),
+        GPUS["H800-SXM5-80GB"],
         200e9,
         50e9,
         8,
-        GPU_80GB,
+        GPUS["H800-SXM5-80GB"].memory,
         "DeepSeek-V3 report, Sec. 3.1: 8 GPUs a node over NVLink/NVSwitch, 400 Gb/s "
         "InfiniBand between nodes",
     ),
@@ -141,7 +139,7 @@ CLUSTERS = {
         300e9,
         25e9,
         8,
-        GPU_80GB,
+        GPUS["A100-SXM4-80GB"].memory,
         "NVIDIA A100 datasheet: NVLink 600 GB/s (both directions); HDR 200 Gb/s per "
         "GPU (Narayanan et al. 2021, Sec. 5: Selene's DGX A100 nodes)",
     ),

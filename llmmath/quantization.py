@@ -328,9 +328,10 @@ def quantized_decode_step(
     Raises:
         ConfigError: a size that is not a positive integer, or an unknown dtype or GPU.
     """
-    from llmmath.roofline import GPUS, Step, decode_step
+    from llmmath.gpus import gpu_named
+    from llmmath.roofline import Step, decode_step
 
-    gpu = GPUS[gpu] if isinstance(gpu, str) else gpu
+    gpu = gpu_named(gpu)
     base = decode_step(cfg, gpu, batch, context, "bf16", kv_dtype)
     whole = sum(quantized_bytes(cfg, fmt).values())
     table = bytes_of(cfg.vocab_size * cfg.hidden_size, "bf16")

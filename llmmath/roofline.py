@@ -21,44 +21,14 @@ from llmmath.flops import (
     forward_flops_per_token,
     matmul_weights,
 )
+from llmmath.gpus import GPU, gpu_named
+from llmmath.gpus import GPUS as CATALOGUE
 from llmmath.kvcache import kv_cache_bytes
 from llmmath.units import bytes_of
 
-
-@dataclass(frozen=True)
-class GPU:
-    """Published peak numbers of an accelerator (dense, no sparsity)."""
-
-    name: str
-    peak_flops: float  # FLOP/s, dense BF16 tensor cores
-    bandwidth: float  # bytes/s of HBM
-    memory: int  # bytes, as nvidia-smi reports them; what fits uses memory.GPU_80GB
-    source: str
-
-    @property
-    def ridge_point(self) -> float:
-        """FLOPs per byte above which a kernel is compute-bound."""
-        return self.peak_flops / self.bandwidth
-
-
-GPUS = {
-    "A100-SXM4-80GB": GPU(
-        "A100-SXM4-80GB",
-        312e12,
-        2.039e12,
-        81920 * 2**20,
-        "NVIDIA A100 datasheet: 312 TFLOPS BF16 dense, 2,039 GB/s HBM2e; "
-        "memory as nvidia-smi reports it: 81920 MiB (80 GiB)",
-    ),
-    "H100-SXM5-80GB": GPU(
-        "H100-SXM5-80GB",
-        989.4e12,
-        3.35e12,
-        81559 * 2**20,
-        "NVIDIA H100 datasheet: 1,979 TFLOPS BF16 with sparsity (989.4 dense), "
-        "3.35 TB/s HBM3; memory as nvidia-smi reports it: 81559 MiB",
-    ),
-}
+#: The two GPUs whose rooflines the chapters draw side by side, from the one catalogue
+#: (`llmmath.gpus.GPUS` holds every GPU; any of its names works below).
+GPUS = {name: CATALOGUE[name] for name in ("A100-SXM4-80GB", "H100-SXM5-80GB")}
 
 
 @dataclass(frozen=True)
@@ -130,7 +100,7 @@ def decode_step(
     Raises:
         ConfigError: ``batch`` or ``context`` not a positive integer, or an unknown
         dtype."""
-    gpu = GPUS[gpu] if isinstance(gpu, str) else gpu
+    gpu = gpu_named(gpu)
     check_positive_int("batch", batch)
     attention = decode_attention_flops(cfg, context, batch)
     flops = 2 * sum(matmul_weights(cfg).values()) * batch + attention.quadratic
@@ -151,7 +121,7 @@ def prefill_step(
     """The prefill of ``batch`` prompts of ``tokens`` tokens as one step: the causal
     forward FLOPs of every token (`forward_flops_per_token`); bytes = the weights read
     once and the KV cache written once. Its ``batch`` is the b·t tokens processed."""
-    gpu = GPUS[gpu] if isinstance(gpu, str) else gpu
+    gpu = gpu_named(gpu)
     check_positive_int("batch", batch)
     per_token = forward_flops_per_token(cfg, tokens, "causal").total
     flops = int(per_token * tokens) * batch  # whole: pairs·4·L·n_h·d_h over T

@@ -17,12 +17,13 @@ import argparse
 import json
 import math
 
-from llmmath.config import ConfigError, ModelConfig
-from llmmath.kvcache import kv_cache_bytes
+from llmmath.config import ModelConfig
+from llmmath.gpus import DEFAULT_GPU, GPUS, gpu_named
 from llmmath.units import DTYPE_BITS, human_bytes
 
-#: GPUs of `llmmath.roofline.GPUS`, named here so that building the parser stays light.
-GPU_NAMES = ("A100-SXM4-80GB", "H100-SXM5-80GB")
+#: The GPUs ``--gpu`` accepts: the one catalogue, `llmmath.gpus.GPUS`.
+GPU_NAMES = tuple(GPUS)
+#: Weight formats of ``--weights`` (`llmmath.quantization.WEIGHT_FORMATS` and bf16).
 WEIGHTS = ("bf16", "fp8", "int8", "int4")
 
 
@@ -34,27 +35,36 @@ def memory_report(
     kv_dtype: str = "bf16",
     batch: int = 1,
     seq_len: int = 4096,
-    gpu: str = "H100-SXM5-80GB",
+    gpu: str = DEFAULT_GPU,
 ) -> dict:
-    """What ``memory --json`` prints: ``"weight_bytes"``
-    (`llmmath.quantization.quantized_bytes`: block matrices in ``weights`` with a bf16
-    scale per group, embedding, LM head and norms in bf16), ``"kv_cache_bytes"``,
-    ``"total_bytes"`` and ``"fits"`` (total ≤ the GPU's memory as nvidia-smi reports
-    it, `llmmath.roofline.GPUS`). Bytes are exact ints.
+    """What ``memory --json`` prints, and what the calculator page shows:
+    ``"weight_bytes"`` (`llmmath.quantization.quantized_bytes`: block matrices in
+    ``weights`` with a bf16 scale per group, embedding, LM head and norms in bf16),
+    ``"kv_cache_bytes"``, ``"total_bytes"``, ``"fits"`` (total ≤ ``"gpu_bytes"``, the
+    GPU's capacity by the catalogue's one rule, `llmmath.gpus`), and
+    `llmmath.memory.serving_fit`'s ``"max_batch"`` (of ``seq_len``-token sequences)
+    and ``"max_seq_len"`` (for ``batch`` sequences, at most the model's
+    ``"context_limit"``). Bytes are exact ints.
 
     Raises:
         ConfigError: an unknown format, dtype or GPU, a group size for bf16, or a size
         that is not a positive integer.
     """
+    from llmmath.memory import serving_fit
     from llmmath.quantization import quantized_bytes, weight_format
-    from llmmath.roofline import GPUS
 
-    if gpu not in GPUS:
-        raise ConfigError(f"gpu must be one of {', '.join(GPUS)}; got {gpu!r}")
+    card = gpu_named(gpu)
     fmt = weight_format(weights, group_size)
     items = quantized_bytes(cfg, fmt)
-    cache = kv_cache_bytes(cfg, batch, seq_len, kv_dtype)
-    total = sum(items.values()) + cache
+    fit = serving_fit(
+        cfg,
+        card.memory,
+        batch,
+        seq_len,
+        cache_dtype=kv_dtype,
+        weights=sum(items.values()),
+    )
+    cache, total = fit.cache_bytes, fit.total_bytes
     return {
         "model": name,
         "weights": weights,
@@ -66,9 +76,12 @@ def memory_report(
         "seq_len": seq_len,
         "kv_cache_bytes": cache,
         "total_bytes": total,
-        "gpu": gpu,
-        "gpu_bytes": GPUS[gpu].memory,
-        "fits": total <= GPUS[gpu].memory,
+        "gpu": card.name,
+        "gpu_bytes": card.memory,
+        "fits": card.fits(total),
+        "max_batch": fit.max_batch,
+        "max_seq_len": fit.max_seq_len,
+        "context_limit": fit.context_limit,
         "left_out": "activations, the CUDA context and allocator fragmentation",
     }
 
@@ -194,7 +207,13 @@ def add_commands(sub, command, count, once=None) -> None:
         "--seq-len", type=count, default=4096, help="tokens per sequence (4096)", **opt
     )
     m.add_argument(
-        "--gpu", default=GPU_NAMES[1], choices=GPU_NAMES, help=GPU_NAMES[1], **opt
+        "--gpu",
+        default=DEFAULT_GPU,
+        choices=GPU_NAMES,
+        metavar="NAME",
+        help=f"a GPU of the catalogue (llmmath.gpus; default {DEFAULT_GPU}): "
+        + ", ".join(GPU_NAMES),
+        **opt,
     )
     sp = sub.add_parser(
         "speculative",

@@ -75,6 +75,8 @@ class Explorer(anywidget.AnyWidget):
         self.observe(self._recompute, names="inputs")
 
     def _recompute(self, change) -> None:
+        if change["new"] == self.view.get("state"):
+            return  # the state the view settled on, sent back below: already shown
         view = explore(self.kind, change["new"])
         self.view = view
         if view["state"] != change["new"]:

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from llmmath import count_params, presets
 from llmmath.config import ConfigError
-from llmmath.explorers import EXPLORERS, PASTED, explore, explore_json, view_text
+from llmmath.explorers import (
+    EXPLORERS,
+    PASTED,
+    _illegal,
+    explore,
+    explore_json,
+    view_text,
+)
 from tests.conftest import hf_config
 
 # Exact totals the publishers state (model cards and papers, as in
@@ -63,7 +70,7 @@ def test_calculator_kv_cache_is_the_closed_form():
     cfg = presets.load("llama-3-8b")
     view = explore(
         "calculator",
-        {"preset": "llama-3-8b", "batch": 8, "seq_len": 1000, "dtype": "fp8"},
+        {"preset": "llama-3-8b", "batch": 8, "seq_len": 1000, "kv_dtype": "fp8"},
     )
     d_h = cfg.hidden_size // cfg.num_attention_heads
     per_token = (
@@ -176,3 +183,157 @@ def test_any_state_gets_a_view_never_a_traceback(kind, data):
     view = explore(kind, {**start, **changes})
     json.dumps(view, allow_nan=False)  # the browser gets strict JSON
     assert view["kind"] == kind and view["blocks"]
+
+
+# --- one compute path, valid states (issue 23) ---------------------------------------
+
+
+def memory_rows(view) -> dict:
+    (t,) = [
+        b
+        for b in view["blocks"]
+        if b["type"] == "table" and b["headers"] == ["memory", "bytes"]
+    ]
+    return {r[0]: r[1] for r in t["rows"]}
+
+
+def test_calculator_memory_is_the_clis_on_every_preset_format_and_gpu(capsys):
+    """The page's weights, cache, fit and GPU answers are `memory --json`'s, for every
+    preset × weight format × GPU of the catalogue."""
+    from llmmath.cli import main
+    from llmmath.gpus import GPUS
+    from llmmath.serving_cli import WEIGHTS
+
+    for name in presets.names():
+        view = explore("calculator", {"preset": name})
+        for weights in WEIGHTS:
+            for gpu in GPUS:
+                state = {**view["state"], "weights": weights, "gpu": gpu}
+                shown = explore("calculator", state)
+                assert "error" not in shown, (name, weights, gpu)
+                assert (
+                    main(["memory", name, "--weights", weights, "--gpu", gpu, "--json"])
+                    == 0
+                )
+                cli = json.loads(capsys.readouterr().out)
+                rows = memory_rows(shown)
+                weight_row = next(
+                    v for k, v in rows.items() if k.startswith("weights (")
+                )
+                assert as_int(weight_row) == cli["weight_bytes"]
+                assert as_int(rows["weights + KV cache"]) == cli["total_bytes"]
+                key = f"in {gpu} ({cli['gpu_bytes']:,} bytes) they"
+                verdict = "fit" if cli["fits"] else "do not fit"
+                assert rows[key] == (
+                    f"{verdict}: largest batch {cli['max_batch']:,}, longest context "
+                    f"{cli['max_seq_len']:,}"
+                )
+                (stack,) = [b for b in shown["blocks"] if b["type"] == "stack"]
+                assert stack["limit"] == cli["gpu_bytes"] == GPUS[gpu].memory
+
+
+def test_calculator_int4_llama_3_8b_is_the_clis_5_700_591_616_bytes():
+    view = explore("calculator", {"preset": "llama-3-8b", "weights": "int4"})
+    assert memory_rows(view)["weights (int4, groups of 128)"].startswith(
+        "5,700,591,616 bytes"
+    )
+    big = explore(
+        "calculator",
+        {
+            "preset": "llama-3-8b",
+            "batch": 128,
+            "seq_len": 4096,
+            "gpu": "H100-SXM5-80GB",
+        },
+    )
+    # 16,060,522,496 + 68,719,476,736 B > 80·10⁹: the CLI says "no" too
+    assert memory_rows(big)["in H100-SXM5-80GB (80,000,000,000 bytes) they"].startswith(
+        "do not fit: largest batch 119"
+    )
+
+
+def test_the_gpu_select_changes_the_capacity():
+    a = explore("calculator", {"preset": "llama-3-70b", "gpu": "H100-SXM5-80GB"})
+    b = explore("calculator", {"preset": "llama-3-70b", "gpu": "MI300X-192GB"})
+    assert memory_rows(a)["in H100-SXM5-80GB (80,000,000,000 bytes) they"].startswith(
+        "do not fit"
+    )
+    assert memory_rows(b)["in MI300X-192GB (192,000,000,000 bytes) they"].startswith(
+        "fit"
+    )
+    # Llama-3-8B in bf16: 16.06·10⁹ B of weights, more than a T4's 16·10⁹
+    t4 = explore("roofline", {"gpu": "T4-16GB", "batch": 1, "context": 4096})
+    assert row(t4, "weights + cache in 16 GB")[1] == "do not fit"
+    l4 = explore("roofline", {"gpu": "L4-24GB", "batch": 1, "context": 4096})
+    assert row(l4, "weights + cache in 24 GB")[1] == "fit"
+
+
+def preset_kinds():
+    return [k for k in sorted(EXPLORERS) if "preset" in explore(k, {})["state"]]
+
+
+@pytest.mark.parametrize("kind", preset_kinds())
+def test_every_preset_gives_a_valid_view_in_every_explorer(kind):
+    """Each preset alone, and (where the explorer has a model select) each preset
+    chosen in the explorer's default view, as a reader would."""
+    start = explore(kind, {})
+    assert "error" not in start, start["blocks"][0]
+    selectable = any(c["name"] == "preset" for c in start["controls"])
+    for name in presets.names():
+        states = [{"preset": name}]
+        if selectable:
+            states.append({**start["state"], "preset": name})
+        for state in states:
+            view = explore(kind, state)
+            assert "error" not in view, (kind, name, view["blocks"][0])
+            assert view["state"]["preset"] == name
+
+
+def test_layout_picks_a_pipeline_depth_that_divides_the_layers():
+    view = explore("layout", {"preset": "llama-3.1-405b", "pp": 4})
+    assert "error" not in view and view["state"]["pp"] == 2  # 126 layers, 1,024 GPUs
+    assert 126 % view["state"]["pp"] == 0
+    assert "Megatron-LM can also split layers unevenly" in view["blocks"][-1]["text"]
+
+
+@pytest.mark.parametrize(
+    "kind, bad",
+    [
+        ("calculator", {"preset": "<img src=x onerror=alert(1)>"}),
+        ("calculator", {"gpu": "B300"}),
+        ("calculator", {"kv_dtype": "fp3"}),
+        ("calculator", {"weights": "int2"}),
+        ("roofline", {"gpu": "nope"}),
+        ("params", {"preset": "nope"}),
+        ("mla", {"preset": "nope", "dtype": "fp3"}),
+        ("layout", {"preset": "nope", "tp": 3}),
+    ],
+)
+def test_a_bad_link_is_one_line_and_the_controls_fall_back(kind, bad):
+    view = explore(kind, bad)
+    first = view["blocks"][0]
+    assert first["tone"] == "error" and "\n" not in first["text"]
+    (name, value), *_ = bad.items()
+    assert repr(value) in first["text"]
+    assert not _illegal(view)  # every control can show its value
+    assert view["state"][name] != value
+    again = explore(kind, view["state"])
+    assert "error" not in again and again["state"] == view["state"]
+
+
+@given(kind=st.sampled_from(sorted(EXPLORERS)), data=st.data())
+def test_any_state_settles_on_a_state_its_controls_show(kind, data):
+    start = explore(kind, {})
+    names = sorted(start["state"])
+    changes = data.draw(st.dictionaries(st.sampled_from(names), JUNK, max_size=3))
+    view = explore(kind, {**start["state"], **changes})
+    assert not _illegal(view), (view["state"], view["controls"])
+    again = explore(kind, view["state"])
+    assert again["state"] == view["state"]
+    if "error" in again:  # only a number or text the reader typed may stay wrong
+        typed = {
+            c["name"]
+            for c in start["controls"]
+            if c["type"] in ("int", "float", "range", "text")
+        }
+        assert set(changes) & typed, (changes, again["error"])

@@ -67,16 +67,32 @@ def test_every_control_changes_the_view(change):
 @pytest.mark.parametrize(
     "state, message",
     [
-        ({"pp": 3, "gpus": 768}, "num_hidden_layers (80) must be divisible by pp (3)"),
-        ({"gpus": 1000}, "gpus (1000) must be divisible by tp·pp"),
         ({"zero": 5}, "zero must be one of"),
         ({"gpus": "many"}, "gpus must be a whole number"),
     ],
 )
 def test_bad_values_are_a_note(state, message):
+    """One line, then the view of the nearest valid state, which the controls show."""
     view = explore("layout", state)
-    (block,) = view["blocks"]
+    block = view["blocks"][0]
     assert block["tone"] == "error" and message in block["text"]
+    (name,) = state
+    assert view["state"][name] == explore("layout", {})["state"][name]
+
+
+@pytest.mark.parametrize(
+    "state, pp",
+    [({"pp": 3, "gpus": 768}, 2), ({"gpus": 1000}, 1)],  # 1000: 125 GPUs per tp group
+)
+def test_a_pp_that_does_not_divide_is_moved_to_one_that_does(state, pp):
+    view = explore("layout", state)
+    assert view["state"]["pp"] == pp and "error" not in view
+    (pps,) = [c["options"] for c in view["controls"] if c["name"] == "pp"]
+    gpus_per_tp = view["state"]["gpus"] // view["state"]["tp"]
+    assert all(80 % p == 0 and gpus_per_tp % p == 0 for p, _ in pps)
+    assert view["blocks"][-1]["text"].startswith(
+        f"pp offers the divisors of the 80 layers that also divide the {gpus_per_tp:,}"
+    )
 
 
 def test_widget_recomputes():

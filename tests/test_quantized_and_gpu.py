@@ -84,10 +84,11 @@ def test_bad_arguments():
 
 
 def test_gpu_memory_as_reported_and_the_80gb_rule():
-    assert GPUS["A100-SXM4-80GB"].memory == 81920 * 2**20  # nvidia-smi: 81920 MiB
-    assert GPUS["H100-SXM5-80GB"].memory == 81559 * 2**20  # nvidia-smi: 81559 MiB
-    assert GPU_80GB == 80 * 10**9
-    assert all(GPU_80GB < gpu.memory for gpu in GPUS.values())
+    a100, h100 = GPUS["A100-SXM4-80GB"], GPUS["H100-SXM5-80GB"]
+    assert a100.reported_memory == 81920 * 2**20  # nvidia-smi: 81920 MiB
+    assert h100.reported_memory == 81559 * 2**20  # nvidia-smi: 81559 MiB
+    assert GPU_80GB == 80 * 10**9 == a100.memory == h100.memory  # the capacity rule
+    assert all(GPU_80GB < gpu.reported_memory for gpu in GPUS.values())
 
 
 def test_minimind_counts_are_labelled_computed():

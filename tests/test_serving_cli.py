@@ -62,7 +62,8 @@ def test_memory_cache_total_and_fits(capsys):
     )
     assert r["kv_cache_bytes"] == 2 * L * 64 * 8192 * KV  # one byte per value
     assert r["total_bytes"] == r["weight_bytes"] + r["kv_cache_bytes"]
-    assert r["fits"] is (r["total_bytes"] <= 81920 * 2**20)
+    assert r["gpu_bytes"] == 80 * 10**9  # the catalogue's capacity rule
+    assert r["fits"] is (r["total_bytes"] <= 80 * 10**9)
     big = as_json(capsys, "memory", "llama-3-70b", "--batch", "64", "--seq-len", "8192")
     assert big["fits"] is False
 

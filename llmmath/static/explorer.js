@@ -30,6 +30,19 @@ function s(tag, attrs = {}, text) {
 
 const round = (x) => Math.round(x * 10) / 10;
 
+// A view names colours of the palette (c0 … c5, grey, ink: llmmath.explorers.PALETTE);
+// explorer.css sets them for the light and the dark theme. Anything else is used as given.
+const colour = (c) => (/^[a-z][a-z0-9]*$/.test(c) ? `var(--llmmath-${c})` : c);
+const fill = (c) => ({ style: `fill:${colour(c)}` });
+const stroke = (c) => ({ style: `fill:none;stroke:${colour(c)}` });
+
+// Every figure scales down to its box (viewBox; width:100% up to its own width, in
+// explorer.css) and is named for assistive technology.
+function figure(width, height, name) {
+  return s("svg", { width, height, viewBox: `0 0 ${width} ${height}`,
+    class: "llmmath-figure", role: "img", "aria-label": name });
+}
+
 // --- blocks ---------------------------------------------------------------------------------
 
 function drawNote(block) {
@@ -37,6 +50,11 @@ function drawNote(block) {
 }
 
 function drawTable(block) {
+  // A wide table scrolls inside its own box on a narrow screen, never the page.
+  return h("div", { class: "llmmath-scroll" }, drawTableOnly(block));
+}
+
+function drawTableOnly(block) {
   const align = (i) => (block.align[i] === "r" ? "llmmath-r" : "llmmath-l");
   const table = h("table", { class: "llmmath-table" });
   if (block.headers) {
@@ -55,19 +73,17 @@ function drawTable(block) {
 }
 
 function drawBars(block) {
-  const width = 320, rowH = 18, labelW = 80, barW = 190;
+  const width = 400, rowH = 18, labelW = 80, barW = 190;
   const largest = Math.max(...block.items.map((it) => it.value), 1);
-  const svg = s("svg", {
-    width, height: 20 + rowH * block.items.length, class: "llmmath-figure",
-    role: "img", "aria-label": block.title,
-  });
+  const name = `${block.title}: ` + block.items.map((it) => `${it.label} ${it.text}`).join(", ");
+  const svg = figure(width, 20 + rowH * block.items.length, name);
   svg.append(s("text", { x: 0, y: 12, "font-weight": "bold" }, block.title));
   block.items.forEach((it, i) => {
     const y = 20 + i * rowH;
     const w = round((barW * it.value) / largest);
     svg.append(
       s("text", { x: 0, y: y + 12 }, it.label),
-      s("rect", { x: labelW, y: y + 2, width: w, height: 13, fill: it.color }),
+      s("rect", { x: labelW, y: y + 2, width: w, height: 13, ...fill(it.color) }),
       s("text", { x: labelW + w + 4, y: y + 12, "font-size": 11 }, it.text),
     );
   });
@@ -78,23 +94,25 @@ function drawStack(block) {
   const width = 430;
   const total = block.items.reduce((a, it) => a + it.value, 0);
   const scale = (width - 10) / Math.max(total, block.limit, 1);
-  const svg = s("svg", { width, height: 26, class: "llmmath-figure", role: "img",
-    "aria-label": "stacked bar against " + block.limit_label });
+  const svg = figure(width, 26, block.items.map((it) => it.label).join(" + ") +
+    " against " + block.limit_label);
   let x = 0;
   for (const it of block.items) {
     const w = it.value * scale;
-    const rect = s("rect", { x: round(x), y: 4, width: round(w), height: 16, fill: it.color });
+    const rect = s("rect", { x: round(x), y: 4, width: round(w), height: 16,
+      ...fill(it.color) });
     rect.append(s("title", {}, it.label));
     svg.append(rect);
     x += w;
   }
   const gx = round(block.limit * scale);
-  svg.append(s("line", { x1: gx, y1: 0, x2: gx, y2: 24, stroke: "#333",
+  svg.append(s("line", { x1: gx, y1: 0, x2: gx, y2: 24, ...stroke("ink"),
     "stroke-width": 2, "stroke-dasharray": "4 3" }));
   const legend = h("div", { class: "llmmath-legend" });
   for (const it of block.items) {
     legend.append(h("span", {},
-      h("span", { class: "llmmath-swatch", style: `background:${it.color}` }), it.label));
+      h("span", { class: "llmmath-swatch", style: `background:${colour(it.color)}` }),
+      it.label));
   }
   legend.append(h("span", { text: "dashed line: " + block.limit_label }));
   return h("div", { class: "llmmath-stack" }, svg, legend);
@@ -133,11 +151,12 @@ function drawPlot(block) {
   const left = framed ? 46 : 2, bottom = height - (framed ? 30 : 2), top = 8;
   const right = width - (framed ? 16 : 2);
   const px = axis(block.x, left, right), py = axis(block.y, bottom, top);
-  const svg = s("svg", { width, height, viewBox: `0 0 ${width} ${height}`,
-    class: "llmmath-figure", role: "img" });
+  const axes = block.x.label && block.y.label ? `${block.y.label} against ${block.x.label}` : "";
+  const named = block.series.filter((series) => series.label).map((series) => series.label);
+  const svg = figure(width, height, [block.title, axes, ...named].filter(Boolean).join("; "));
   if (framed) {
     svg.append(s("rect", { x: left, y: top, width: right - left, height: bottom - top,
-      fill: "none", stroke: "#ccc" }));
+      ...stroke("frame") }));
     for (const [v, k] of ticks(block.x)) {
       svg.append(power(k, { x: px(v), y: bottom + 14, "text-anchor": "middle" }));
     }
@@ -163,17 +182,17 @@ function drawPlot(block) {
       for (const [x, y] of pts) {
         const y0 = py(y);
         svg.append(s("rect", { x: round(px(x) - w / 2), y: y0, width: round(w),
-          height: round(bottom - y0), fill: series.color }));
+          height: round(bottom - y0), ...fill(series.color) }));
       }
     } else if (series.mode === "dots") {
       for (const [x, y] of pts) {
         svg.append(s("circle", { cx: px(x), cy: py(y), r: series.radius || 2.5,
-          fill: series.color, stroke: series.radius ? "#333" : "none" }));
+          style: `fill:${colour(series.color)};stroke:${series.radius ? colour("ink") : "none"}` }));
       }
     } else {
       const line = s("polyline", {
         points: pts.map(([x, y]) => `${px(x)},${py(y)}`).join(" "),
-        fill: "none", stroke: series.color, "stroke-width": series.mode === "line" ? 2 : 1.2,
+        ...stroke(series.color), "stroke-width": series.mode === "line" ? 2 : 1.2,
       });
       if (series.mode === "dashed") line.setAttribute("stroke-dasharray", "5 3");
       svg.append(line);
@@ -183,7 +202,7 @@ function drawPlot(block) {
   legend.forEach((series, i) => {
     const y = top + 12 + 13 * i;
     svg.append(
-      s("circle", { cx: left + 10, cy: y, r: 4, fill: series.color }),
+      s("circle", { cx: left + 10, cy: y, r: 4, ...fill(series.color) }),
       s("text", { x: left + 18, y: y + 3, "font-size": 9 }, series.label),
     );
   });
@@ -245,7 +264,7 @@ function render({ model, el }) {
   const kind = model.get("kind");
   const root = h("div", { class: "llmmath-explorer", "data-kind": kind });
   const controlsBox = h("div", { class: "llmmath-controls" });
-  const status = h("div", { class: "llmmath-status" });
+  const status = h("div", { class: "llmmath-status", "aria-live": "polite" });
   const output = h("div", { class: "llmmath-output" });
   root.append(controlsBox, status, output);
   el.append(root);
@@ -257,16 +276,24 @@ function render({ model, el }) {
 
   function draw(next) {
     view = next;
-    const key = JSON.stringify(view.controls.map((c) => [c.name, c.type, c.options, c.min, c.max]));
+    // Only controls whose spec changed are rebuilt, in place, so the one the reader is
+    // using keeps its focus; if it was rebuilt after all, focus returns to it by name.
+    const active = document.activeElement;
+    const focused = active && controlsBox.contains(active) ? active.name : null;
+    const specKey = (c) => JSON.stringify([c.type, c.label, c.options, c.min, c.max, c.step]);
+    const key = JSON.stringify(view.controls.map((c) => c.name));
     if (key !== controlsKey) {
       controlsKey = key;
       controls = {};
       controlsBox.replaceChildren();
-      for (const spec of view.controls) {
-        const control = makeControl(spec, change);
-        controls[spec.name] = control;
-        controlsBox.append(control.node);
-      }
+    }
+    for (const spec of view.controls) {
+      const old = controls[spec.name];
+      if (old && old.key === specKey(spec)) continue;
+      const control = { ...makeControl(spec, change), key: specKey(spec) };
+      controls[spec.name] = control;
+      if (old) old.node.replaceWith(control.node);
+      else controlsBox.append(control.node);
     }
     for (const spec of view.controls) {
       const control = controls[spec.name];
@@ -276,6 +303,8 @@ function render({ model, el }) {
     output.replaceChildren(...view.blocks.map((block) => DRAW[block.type](block)));
     root.dataset.state = JSON.stringify(view.state);
     root.dataset.draws = String(Number(root.dataset.draws || 0) + 1);
+    const again = focused && controls[focused];
+    if (again && document.activeElement !== again.input) again.input.focus();
   }
 
   // On the site: run llmmath.explorers in this page (Pyodide, in the runtime's worker),

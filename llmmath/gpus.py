@@ -1,0 +1,243 @@
+"""The one GPU catalogue: every accelerator the book, the commands and the explorers
+name, with the figures of its datasheet.
+
+One row per GPU (`GPU`): memory, dense 16-bit tensor FLOP/s, fp8 FLOP/s where the part
+has fp8 tensor cores, memory bandwidth, and the datasheet the figures come from.
+Peak rates are dense: datasheets that print the 2:4-sparsity figure (twice the dense
+rate) are halved, and the source says so.
+
+**The capacity rule.** What "fits" means everywhere (``python -m llmmath memory``,
+``parallel``, the roofline, the explorers and the calculator page): total bytes ≤
+``GPU.memory``, the capacity *as the vendor states it*, read in decimal units, so an
+"80 GB" part holds 80·10⁹ bytes. The driver reports more for every part measured here
+(an H100 80 GB shows 81,559 MiB = 85,520,809,984 bytes in nvidia-smi, an A100 80 GB
+81,920 MiB; ``GPU.reported_memory``), so the rule leaves a margin of 4–7 % for the CUDA
+context, the allocator and activations that the counts leave out; it is an upper bound
+on what fits, never a promise that more would. ``llmmath.memory.GPU_80GB`` is this rule
+for an 80 GB part.
+
+Standard library only (the site's explorers import it on Pyodide). Explained in the
+chapters *The KV cache* (``chapters/07_kv_cache.ipynb``) and *Memory and speed*
+(``chapters/09_memory.ipynb``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GPU:
+    """Published figures of one accelerator.
+
+    ``peak_flops``: dense 16-bit tensor-core FLOP/s (bf16; fp16 on parts without bf16:
+    V100, T4). ``bandwidth``: bytes/s of device memory. ``memory``: bytes as the vendor
+    states the capacity (GB = 10⁹ bytes), the one capacity every "fits" compares with.
+    ``fp8_flops``: dense fp8 tensor FLOP/s, None where the part has none.
+    ``reported_memory``: bytes the driver reports (nvidia-smi's MiB × 2²⁰), None where
+    the book has no measurement. ``source``: the datasheet, and how a figure was read
+    from it.
+    """
+
+    name: str
+    peak_flops: float
+    bandwidth: float
+    memory: int
+    source: str
+    fp8_flops: float | None = None
+    reported_memory: int | None = None
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOPs per byte above which a kernel is compute-bound (peak ÷ bandwidth)."""
+        return self.peak_flops / self.bandwidth
+
+    def fits(self, total_bytes: int) -> bool:
+        """Whether ``total_bytes`` fit by the capacity rule: ≤ ``memory``."""
+        return total_bytes <= self.memory
+
+
+GB = 10**9
+_SPARSE = "the datasheet's figures are with sparsity; dense is half"
+_A100 = (
+    "NVIDIA A100 Tensor Core GPU datasheet: BF16 312 TFLOPS dense (624 with sparsity); "
+)
+_H100 = "NVIDIA H100 Tensor Core GPU datasheet: "
+
+
+def _rows() -> dict[str, GPU]:
+    rows = [
+        GPU(
+            "A100-SXM4-40GB", 312e12, 1555e9, 40 * GB, _A100 + "40 GB HBM2, 1,555 GB/s"
+        ),
+        GPU(
+            "A100-PCIE-40GB", 312e12, 1555e9, 40 * GB, _A100 + "40 GB HBM2, 1,555 GB/s"
+        ),
+        GPU(
+            "A100-SXM4-80GB",
+            312e12,
+            2039e9,
+            80 * GB,
+            _A100 + "80 GB HBM2e, 2,039 GB/s; nvidia-smi reports 81920 MiB",
+            reported_memory=81920 * 2**20,
+        ),
+        GPU(
+            "A100-PCIE-80GB", 312e12, 1935e9, 80 * GB, _A100 + "80 GB HBM2e, 1,935 GB/s"
+        ),
+        GPU(
+            "H100-SXM5-80GB",
+            989.4e12,
+            3.35e12,
+            80 * GB,
+            _H100 + "H100 SXM: BF16 1,979 and FP8 3,958 TFLOPS with sparsity (989.4 "
+            "and 1,978.9 dense), 80 GB HBM3, 3.35 TB/s; nvidia-smi reports 81559 MiB",
+            1978.9e12,
+            81559 * 2**20,
+        ),
+        GPU(
+            "H100-PCIE-80GB",
+            756e12,
+            2.0e12,
+            80 * GB,
+            _H100 + "H100 PCIe: BF16 1,513 and FP8 3,026 TFLOPS with sparsity; "
+            "80 GB HBM2e, 2 TB/s; " + _SPARSE,
+            1513e12,
+        ),
+        GPU(
+            "H100-NVL-94GB",
+            835.5e12,
+            3.9e12,
+            94 * GB,
+            _H100 + "H100 NVL: BF16 1,671 and FP8 3,341 TFLOPS with sparsity; "
+            "94 GB HBM3, 3.9 TB/s; " + _SPARSE,
+            1670.5e12,
+        ),
+        GPU(
+            "H800-SXM5-80GB",
+            989.4e12,
+            3.35e12,
+            80 * GB,
+            "H100 SXM compute and memory with NVLink cut to 400 GB/s (DeepSeek-V3 "
+            "report, Sec. 3.1; NVIDIA publishes no H800 datasheet)",
+            1978.9e12,
+        ),
+        GPU(
+            "H200-SXM-141GB",
+            989.4e12,
+            4.8e12,
+            141 * GB,
+            "NVIDIA H200 Tensor Core GPU datasheet: H200 SXM: BF16 1,979 and FP8 3,958 "
+            "TFLOPS with sparsity, 141 GB HBM3e, 4.8 TB/s; " + _SPARSE,
+            1978.9e12,
+        ),
+        GPU(
+            "B200-SXM-180GB",
+            2.25e15,
+            8e12,
+            180 * GB,
+            "NVIDIA HGX B200 specifications: eight GPUs, 1,440 GB HBM3e, 64 TB/s, "
+            "FP16/BF16 36 and FP8 72 PFLOPS with sparsity; per GPU 180 GB, 8 TB/s, "
+            "BF16 4.5 and FP8 9 PFLOPS with sparsity; " + _SPARSE,
+            4.5e15,
+        ),
+        GPU(
+            "L4-24GB",
+            121e12,
+            300e9,
+            24 * GB,
+            "NVIDIA L4 Tensor Core GPU datasheet: BF16 242 and FP8 485 TFLOPS with "
+            "sparsity, 24 GB GDDR6, 300 GB/s; " + _SPARSE,
+            242.5e12,
+        ),
+        GPU(
+            "L40S-48GB",
+            362.05e12,
+            864e9,
+            48 * GB,
+            "NVIDIA L40S GPU datasheet: BF16 362.05 and FP8 733 TFLOPS dense (733 and "
+            "1,466 with sparsity), 48 GB GDDR6, 864 GB/s",
+            733e12,
+        ),
+        GPU(
+            "A10-24GB",
+            125e12,
+            600e9,
+            24 * GB,
+            "NVIDIA A10 Tensor Core GPU datasheet: BF16 125 TFLOPS dense (250 with "
+            "sparsity), 24 GB GDDR6, 600 GB/s",
+        ),
+        GPU(
+            "RTX-4090-24GB",
+            165.2e12,
+            1008e9,
+            24 * GB,
+            "NVIDIA Ada Lovelace GPU architecture whitepaper, GeForce RTX 4090: "
+            "FP16/BF16 tensor 165.2 TFLOPS dense with FP32 accumulate, 24 GB GDDR6X, "
+            "1,008 GB/s (fp8 left out: its rate depends on the accumulator)",
+        ),
+        GPU(
+            "V100-SXM2-32GB",
+            125e12,
+            900e9,
+            32 * GB,
+            "NVIDIA V100 Tensor Core GPU datasheet: V100 SXM2: FP16 tensor 125 TFLOPS "
+            "(no bf16), 32 GB HBM2, 900 GB/s",
+        ),
+        GPU(
+            "T4-16GB",
+            65e12,
+            320e9,
+            16 * GB,
+            "NVIDIA T4 Tensor Core GPU datasheet: mixed FP16/FP32 65 TFLOPS (no bf16), "
+            "16 GB GDDR6, 320 GB/s",
+        ),
+        GPU(
+            "MI250X-128GB",
+            383e12,
+            3.2768e12,
+            128 * GB,
+            "AMD Instinct MI250X data sheet: BF16 383 TFLOPS (no fp8), 128 GB HBM2e, "
+            "3.2768 TB/s",
+        ),
+        GPU(
+            "MI300X-192GB",
+            1307.4e12,
+            5.3e12,
+            192 * GB,
+            "AMD Instinct MI300X data sheet: BF16 1,307.4 and FP8 2,614.9 TFLOPS dense "
+            "(twice with sparsity), 192 GB HBM3, 5.3 TB/s",
+            2614.9e12,
+        ),
+        GPU(
+            "MI325X-256GB",
+            1307.4e12,
+            6e12,
+            256 * GB,
+            "AMD Instinct MI325X data sheet: BF16 1,307.4 and FP8 2,614.9 TFLOPS dense "
+            "(twice with sparsity), 256 GB HBM3E, 6 TB/s",
+            2614.9e12,
+        ),
+    ]
+    return {g.name: g for g in rows}
+
+
+#: Every GPU of the catalogue by name, in the order above (NVIDIA data-centre parts by
+#: generation, then workstation and older parts, then AMD).
+GPUS: dict[str, GPU] = _rows()
+
+#: The GPU the commands and explorers assume when none is named.
+DEFAULT_GPU = "H100-SXM5-80GB"
+
+
+def gpu_named(name: str | GPU) -> GPU:
+    """The catalogue's `GPU` called ``name`` (a `GPU` is returned as it is).
+
+    Raises:
+        ConfigError: an unknown name; the message lists the catalogue."""
+    if isinstance(name, GPU):
+        return name
+    if name not in GPUS:
+        from llmmath.errors import ConfigError
+
+        raise ConfigError(f"gpu must be one of {', '.join(GPUS)}; got {name!r}")
+    return GPUS[name]
