@@ -34,8 +34,12 @@ book: $(STAMP)  ## build the book into _build/html and its reader editions into 
 	rm -rf editions && cp -R _build/editions editions
 	@echo "Open _build/html/index.html, or run: make serve; the reader editions are in editions/"
 
+# One pytest session on two workers (pytest-xdist), each test file on one worker: a
+# notebook's cells run in order in one kernel, and the browser, JupyterLab and sandbox
+# tests, which mostly wait, overlap with the rest. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP) browser sandbox  ## unit + property tests, nbval over every chapter, a -W -n book build, the site in Chromium
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # tests/test_browser.py opens every page in Debian's headless Chromium (and fonts-wqy-microhei, a small
 # CJK font, shows the glossary's Chinese in its screenshots). Installed only when chromium or its

@@ -1198,8 +1198,9 @@ def view_html(view: View) -> str:
             rows.append(f"<tbody>{''.join(body)}</tbody>")
             parts.append(f"<table>{''.join(rows)}</table>")
         else:
-            title = block.get("title") or block.get("limit_label") or block["type"]
-            parts.append(f"<p><i>[figure: {esc(str(title))}]</i></p>")
+            title = block.get("title") or block.get("limit_label")
+            what = f"The figure of {esc(str(title))}" if title else "A figure"
+            parts.append(f"<p><i>{what} is drawn when the cell runs.</i></p>")
     note_text = esc(SNAPSHOT_NOTE.strip("*"))
     parts.append(f"<p><i>{note_text}</i></p>")
     return f'<div class="llmmath-snapshot">{"".join(parts)}</div>'

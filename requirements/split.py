@@ -45,6 +45,7 @@ SETS = {
         "hypothesis",
         "nbval",
         "pytest",
+        "pytest-xdist",
         "ruff",
         "selenium",
         "transformers",
@@ -80,6 +81,7 @@ NOTES = {
     "gguf": "tests/test_quantization.py: GGML block sizes and a GGUF file it writes",
     "selenium": "tests/test_browser.py; 4.52.0 needs a newer certifi than the index's",
     "transformers": "tests/test_transformers_oracle.py only; llmmath never imports it",
+    "pytest-xdist": "make test: two workers, a file per worker (--dist loadfile)",
 }
 
 

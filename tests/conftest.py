@@ -1,6 +1,7 @@
 """Shared test setup: deterministic hypothesis runs (the same examples on every
 machine), and one build of the book shared by the tests that read the site
-(test_book_build.py, test_browser.py)."""
+(test_book_build.py, test_browser.py, test_editions.py, test_jupyterlab.py …), even
+across pytest-xdist's workers."""
 
 import json
 import subprocess
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from filelock import FileLock
 from hypothesis import HealthCheck, settings
 
 from llmmath import presets
@@ -46,11 +48,7 @@ class BookBuild(NamedTuple):
     html: Path  # the built site (_build/html)
 
 
-@pytest.fixture(scope="session")
-def book_build(tmp_path_factory) -> BookBuild:
-    """One strict build of the book (-W -n --keep-going) into a temporary directory, per
-    session."""
-    out = tmp_path_factory.mktemp("book")
+def _build_book(out: Path) -> BookBuild:
     root = Path(__file__).resolve().parents[1]
     jb = Path(sys.executable).with_name("jupyter-book")
     result = subprocess.run(
@@ -73,6 +71,26 @@ def book_build(tmp_path_factory) -> BookBuild:
         result.stdout[-4000:] + result.stderr[-4000:],
         out / "_build" / "html",
     )
+
+
+@pytest.fixture(scope="session")
+def book_build(tmp_path_factory, worker_id) -> BookBuild:
+    """One strict build of the book (-W -n --keep-going) into a temporary directory, per
+    test run: under pytest-xdist (``make test``) the first worker to ask builds it,
+    under a file lock, and the others read the same build."""
+    if worker_id == "master":  # no xdist
+        return _build_book(tmp_path_factory.mktemp("book"))
+    shared = tmp_path_factory.getbasetemp().parent  # the same for every worker
+    out, done = shared / "book", shared / "book.json"
+    with FileLock(str(shared / "book.lock")):
+        if done.exists():
+            build = json.loads(done.read_text(encoding="utf-8"))
+            return BookBuild(build["returncode"], build["log"], Path(build["html"]))
+        build = _build_book(out)
+        done.write_text(
+            json.dumps({**build._asdict(), "html": str(build.html)}), encoding="utf-8"
+        )
+        return build
 
 
 @pytest.fixture(scope="session")
