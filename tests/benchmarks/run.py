@@ -117,6 +117,23 @@ def widget_time(name: str) -> float:
     return float(nb.cells[-1].outputs[0]["text"])
 
 
+def build_site(out: Path) -> Path:
+    """Build the book into ``out`` (as ``make book`` does) and return its HTML
+    folder."""
+    subprocess.run(
+        [
+            Path(sys.executable).with_name("jupyter-book"),
+            "build",
+            ROOT,
+            "--path-output",
+            out,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return out / "_build" / "html"
+
+
 def site_times() -> tuple[float, float, int]:
     """The published site's live explorers in headless Chromium, served on localhost:
     (seconds from the first change of a control to the first result computed in the
@@ -129,18 +146,7 @@ def site_times() -> tuple[float, float, int]:
     from tests.test_browser import READ, SET, chromium, serve
 
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(
-            [
-                Path(sys.executable).with_name("jupyter-book"),
-                "build",
-                ROOT,
-                "--path-output",
-                tmp,
-            ],
-            check=True,
-            capture_output=True,
-        )
-        html = Path(tmp) / "_build" / "html"
+        html = build_site(Path(tmp))
         script = (html / "_static/runtime/llmmath-runtime.js").read_text("utf-8")
         manifest = json.loads(script.split("const MANIFEST = ", 1)[1].split(";\n")[0])
         added = manifest["bytes"] + len(script.encode())
@@ -316,18 +322,7 @@ def runtime_figures(runs: int = 3) -> tuple[list[float], int]:
             time.sleep(0.005)
 
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(
-            [
-                Path(sys.executable).with_name("jupyter-book"),
-                "build",
-                ROOT,
-                "--path-output",
-                tmp,
-            ],
-            check=True,
-            capture_output=True,
-        )
-        html = Path(tmp) / "_build" / "html"
+        html = build_site(Path(tmp))
         busy = [
             subprocess.Popen([sys.executable, "-c", "while True: pass"])
             for _ in range(2)
