@@ -154,12 +154,16 @@ def kv_cache_report(
     batch: int = 1,
     dtype: str = "bf16",
     layout: str = "latent",
+    between_steps: bool = False,
 ) -> dict:
     """What ``kv-cache --json`` prints: ``"bytes"`` for the whole batch and
     ``"bytes_per_token"`` of one sequence (`llmmath.kvcache`), with the sizes they
     follow from. ``layout`` (``"latent"`` or ``"expanded"``) matters only for
     multi-head latent attention; with it the report adds ``"latent_values"`` (d_c +
-    d_r) and ``"expanded_values"`` per layer and token.
+    d_r) and ``"expanded_values"`` per layer and token. ``"sliding_window_tokens"``
+    says what a sliding layer counts: ``"W (during the attention call)"``, or with
+    ``between_steps`` ``"W - 1 (between steps, as transformers keeps them)"``; None
+    for a model without a sliding window.
 
     Raises:
         ConfigError: an unknown ``dtype`` or ``layout``, or a length or batch that is
@@ -168,12 +172,13 @@ def kv_cache_report(
     dtype_bits(dtype)  # refuse an unknown dtype first
     report = {
         "model": name,
-        "bytes": kv_cache_bytes(cfg, batch, seq_len, dtype, layout),
+        "bytes": kv_cache_bytes(cfg, batch, seq_len, dtype, layout, between_steps),
         "bytes_per_token": kv_cache_bytes_per_token(cfg, dtype, layout),
         "batch": batch,
         "seq_len": seq_len,
-        "cached_tokens": cached_tokens(cfg, seq_len),
+        "cached_tokens": cached_tokens(cfg, seq_len, between_steps),
         "sliding_window": cfg.sliding_window,
+        "sliding_window_tokens": _window_tokens(cfg, between_steps),
         "dtype": dtype,
         "num_hidden_layers": cfg.num_hidden_layers,
         "num_key_value_heads": cfg.num_key_value_heads,
@@ -182,7 +187,9 @@ def kv_cache_report(
         "layout": layout,
     }
     if cfg.layer_types is not None:
-        report["cached_tokens_per_layer"] = cached_tokens_per_layer(cfg, seq_len)
+        report["cached_tokens_per_layer"] = cached_tokens_per_layer(
+            cfg, seq_len, between_steps
+        )
         report["formula"] = (
             "2 * batch * sum over layers of cached_tokens[layer] * n_kv * d_h * "
             "bytes_per_element"
@@ -200,6 +207,15 @@ def kv_cache_report(
     return report
 
 
+def _window_tokens(cfg: ModelConfig, between_steps: bool) -> str | None:
+    """What a sliding layer of ``cfg`` counts (`llmmath.kvcache`, *Which W*)."""
+    if cfg.sliding_window is None:
+        return None
+    if between_steps:
+        return "W - 1 (between steps, as transformers keeps them)"
+    return "W (during the attention call)"
+
+
 def _kv_cache(args: argparse.Namespace) -> int:
     name, cfg = resolve(args.model)
     paged = None
@@ -215,7 +231,7 @@ def _kv_cache(args: argparse.Namespace) -> int:
         }
         args.seq_len = padded_tokens(args.seq_len, args.block_size)
     result = kv_cache_report(
-        name, cfg, args.seq_len, args.batch, args.dtype, args.layout
+        name, cfg, args.seq_len, args.batch, args.dtype, args.layout, args.between_steps
     )
     if paged:
         result.update(paged)
@@ -231,16 +247,19 @@ def _kv_cache(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
         return 0
     if cfg.is_mla or cfg.layer_types is not None:
+        tokens = result["sliding_window_tokens"]
+        convention = f"; {tokens}" if tokens and not cfg.is_mla else ""
         print(
             f"{name}: KV cache for batch {args.batch} x {args.seq_len:,} tokens "
-            f"in {args.dtype} ({_cache_kind(cfg, args.layout)})\n"
+            f"in {args.dtype} ({_cache_kind(cfg, args.layout)}{convention})\n"
             f"  {result['formula']}\n"
             f"  = {total:,} bytes = {human_bytes(total)}\n"
             f"  per token (one sequence): {per_token:,} bytes"
         )
         return 0
     window = (
-        f" (sliding window {cfg.sliding_window}: {cached:,} tokens kept)"
+        f" (sliding window {cfg.sliding_window}: {cached:,} tokens kept, "
+        f"{result['sliding_window_tokens']})"
         if cached < args.seq_len
         else ""
     )
@@ -407,7 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
         _kv_cache,
         "KV cache bytes of a preset or a config.json",
         "Exact KV cache size: 2 * L * batch * tokens * n_kv * d_h * bytes per element; "
-        "a sliding window caps the tokens kept.",
+        "a sliding window W caps the tokens kept at W, what exists during the "
+        "attention call (--between-steps: W - 1, what transformers keeps between "
+        "calls).",
     )
     _seq_len_option(k, "tokens per sequence")
     k.add_argument(
@@ -438,6 +459,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         action=_Once,
         help="paged cache: round each sequence up to whole blocks of B tokens",
+    )
+    k.add_argument(
+        "--between-steps",
+        action="store_true",
+        help="count W - 1 tokens per sliding-window layer, what transformers keeps "
+        "between forward calls (default: W, what exists during the attention call)",
     )
     f = command(
         "flops",

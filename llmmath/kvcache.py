@@ -11,6 +11,15 @@ earlier query. With a sliding window of W tokens (Mistral-7B-v0.1) only the last
 W) tokens are kept (Jiang et al. 2023, Sec. 2, rolling buffer cache); where only some
 layers slide (Gemma 2/3's ``layer_types``) each layer is capped on its own.
 
+**Which W.** A sliding layer counts W tokens here: what exists during the attention
+call of a new token, its own key and value and the W − 1 before it (Mistral's rolling
+buffer of W, Jiang et al. 2023, Sec. 2). transformers keeps W − 1 between two forward
+calls and concatenates the new token's key and value inside the call
+(``transformers.cache_utils.DynamicSlidingWindowLayer.update``: "Only cache the last
+``sliding_window - 1`` tokens"), so a cache measured between steps is one token per
+sliding layer smaller. ``between_steps=True`` counts that: min(t, W − 1) per sliding
+layer. Checked against transformers in ``tests/test_sliding_window_convention.py``.
+
 Multi-head latent attention (DeepSeek-V2 report, Sec. 2.1.4, Table 1) caches, per layer
 and token, the compressed latent c_KV (d_c = ``kv_lora_rank`` values) and the one
 decoupled RoPE key shared by all heads (d_r = ``qk_rope_head_dim``): (d_c + d_r) values,
@@ -36,22 +45,34 @@ def _check_layout(layout: str) -> None:
         raise ConfigError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
 
 
-def cached_tokens_per_layer(cfg: ModelConfig, seq_len: int) -> list[int]:
+def cached_tokens_per_layer(
+    cfg: ModelConfig, seq_len: int, between_steps: bool = False
+) -> list[int]:
     """Tokens each layer's cache holds after ``seq_len`` tokens: min(t, W) in a layer
-    with a sliding window W (`ModelConfig.window_of`), t otherwise."""
+    with a sliding window W (`ModelConfig.window_of`), t otherwise. W is what exists
+    during the attention call; with ``between_steps`` a sliding layer holds min(t, W −
+    1), what transformers keeps between two calls (module docstring, *Which W*).
+
+    Raises:
+        ConfigError: ``seq_len`` is not a positive integer.
+    """
     check_positive_int("seq_len", seq_len)
     out = []
     for i in range(cfg.num_hidden_layers):
         window = cfg.window_of(i)
-        out.append(min(seq_len, window) if window else seq_len)
+        if window is None:
+            out.append(seq_len)
+        else:
+            out.append(min(seq_len, window - 1 if between_steps else window))
     return out
 
 
-def cached_tokens(cfg: ModelConfig, seq_len: int) -> int:
+def cached_tokens(cfg: ModelConfig, seq_len: int, between_steps: bool = False) -> int:
     """Tokens per sequence the cache holds after ``seq_len`` tokens: min(t,
-    sliding_window), or, where only some layers slide, t (the most any layer holds;
-    `cached_tokens_per_layer` gives each layer's)."""
-    return max(cached_tokens_per_layer(cfg, seq_len))
+    sliding_window) (min(t, W − 1) with ``between_steps``), or, where only some layers
+    slide, t (the most any layer holds; `cached_tokens_per_layer` gives each layer's).
+    """
+    return max(cached_tokens_per_layer(cfg, seq_len, between_steps))
 
 
 def kv_values_per_token_per_layer(cfg: ModelConfig, layout: str = "latent") -> int:
@@ -72,14 +93,19 @@ def kv_values_per_token_per_layer(cfg: ModelConfig, layout: str = "latent") -> i
 
 
 def kv_cache_elements(
-    cfg: ModelConfig, batch: int = 1, seq_len: int = 1, layout: str = "latent"
+    cfg: ModelConfig,
+    batch: int = 1,
+    seq_len: int = 1,
+    layout: str = "latent",
+    between_steps: bool = False,
 ) -> int:
     """Numbers in the cache: b · Σ over layers of min(t, W_layer) · (values per token
-    per layer), which is 2 · L · b · min(t, W) · n_kv · d_h when every layer is alike.
+    per layer), which is 2 · L · b · min(t, W) · n_kv · d_h when every layer is alike
+    (W − 1 for W with ``between_steps``).
     """
     check_positive_int("batch", batch)
     per = kv_values_per_token_per_layer(cfg, layout)
-    return batch * per * sum(cached_tokens_per_layer(cfg, seq_len))
+    return batch * per * sum(cached_tokens_per_layer(cfg, seq_len, between_steps))
 
 
 def kv_cache_bytes(
@@ -88,6 +114,7 @@ def kv_cache_bytes(
     seq_len: int = 1,
     dtype: str = "bf16",
     layout: str = "latent",
+    between_steps: bool = False,
 ) -> int:
     """Bytes of the KV cache of ``batch`` sequences of ``seq_len`` tokens, as an exact
     ``int``.
@@ -95,13 +122,16 @@ def kv_cache_bytes(
     ``dtype`` is the cache's number format (``"fp32"``, ``"bf16"``, ``"fp16"``,
     ``"fp8"``, ``"int8"``, ``"int4"``); quantisation scales, if any, are not counted. A
     ``sliding_window`` in ``cfg`` caps the cached length (layer by layer with
-    ``layer_types``). ``layout`` matters only for multi-head latent attention.
+    ``layer_types``) at W, what exists during the attention call, or at W − 1 with
+    ``between_steps`` (what transformers keeps between calls; module docstring).
+    ``layout`` matters only for multi-head latent attention.
 
     Raises:
         ConfigError: ``batch`` or ``seq_len`` is not a positive integer, or ``dtype`` or
         ``layout`` is unknown.
     """
-    return bytes_of(kv_cache_elements(cfg, batch, seq_len, layout), dtype)
+    elements = kv_cache_elements(cfg, batch, seq_len, layout, between_steps)
+    return bytes_of(elements, dtype)
 
 
 def kv_cache_bytes_per_token(
