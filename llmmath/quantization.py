@@ -20,8 +20,13 @@ GGUF files (llama.cpp) store rows in blocks: Q8_0 packs 32 weights and an fp16 s
 in 34 bytes (8.5 bits per weight), Q4_K 256 weights in 144 bytes (4.5), Q6_K 256 in 210
 (6.5625); a "K_M" file mixes them tensor by tensor (`GGUF_BLOCKS`, `gguf_bytes`; the
 sizes are the ``gguf`` package's ``GGML_QUANT_SIZES``, tests/test_quantization.py).
+`q4_k_m_types` is llama.cpp's own Q4_K_M recipe (``src/llama-quant.cpp``), tensor by
+tensor, and `gguf_tensor_bytes` the bytes it gives
+(tests/test_quantization_recipe.py).
 
-A KV cache in fp8 or int8 halves the bf16 cache; a scale per head and token adds
+A KV cache in fp8 or int8 halves the bf16 cache. vLLM's ``kv_cache_dtype="fp8"``
+keeps one fp32 scale per layer for K and one for V (per tensor; docs, *Quantized KV
+Cache*), which the count leaves out; a scale per head and token would add
 (scale bits) / d_h per value (`kv_cache_quantized_bytes`).
 
 Explained in the chapter *Serving* (``chapters/09b_serving.ipynb``).
@@ -241,9 +246,10 @@ def gguf_row_bytes(width: int, kind: str) -> int:
     return width // n * size
 
 
-#: A mix in the style of llama.cpp's Q4_K_M: Q4_K for the matrices, Q6_K for the LM
-#: head and the value projections, F32 for the norms (llama.cpp's own recipe also
-#: promotes some layers' ``ffn_down``; ``llama_tensor_get_type``).
+#: A simplified mix, *not* llama.cpp's Q4_K_M: Q4_K for the matrices, Q6_K for the LM
+#: head and every layer's value projection, F32 for the norms. llama.cpp's recipe
+#: (`q4_k_m_types`) promotes ``attn_v`` and ``ffn_down`` only in the layers where
+#: `use_more_bits` holds; kept for `gguf_bytes`' tests.
 Q4_K_M_STYLE = {
     "default": "Q4_K",
     "lm_head": "Q6_K",
@@ -279,6 +285,163 @@ def gguf_bytes(cfg: ModelConfig, recipe: dict[str, str]) -> dict[str, int]:
             raise ConfigError(f"recipe has no GGUF type for {t.name}")
         width = t.shape[-1]
         out[t.name] = n // width * gguf_row_bytes(width, kind)
+    return out
+
+
+# --- llama.cpp's Q4_K_M recipe --------------------------------------------------------
+
+#: GGUF tensor names of the HF tensors of a dense llama-style model
+#: (llama.cpp ``convert_hf_to_gguf.py`` and ``gguf-py/gguf/tensor_mapping.py``).
+GGUF_NAMES = {
+    "embed_tokens.weight": "token_embd.weight",
+    "lm_head.weight": "output.weight",
+    "norm.weight": "output_norm.weight",
+    "input_layernorm.weight": "attn_norm.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+    "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+}
+
+#: llama.cpp's ``tensor_type_fallback``: the type a tensor whose rows are not whole
+#: blocks of 256 gets instead (then F16 if its rows are not whole blocks of 32 either).
+_FALLBACK = {
+    "Q2_K": "Q4_0",
+    "Q3_K": "Q4_0",
+    "Q4_K": "Q5_0",
+    "Q5_K": "Q5_1",
+    "Q6_K": "Q8_0",
+}
+
+
+def use_more_bits(i_layer: int, n_layers: int) -> bool:
+    """llama.cpp's ``use_more_bits``: whether layer ``i_layer`` (0-based) of
+    ``n_layers`` gets more bits in a K_M file: the first eighth, the last eighth, and
+    every third layer between them,
+    ``i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2`` in C integer division (16 of 32
+    layers). Source: ``src/llama-quant.cpp``, ``llama_tensor_get_type_impl``
+    (called by ``llama_tensor_get_type``), commit 007dbbf3.
+    """
+    eighth = n_layers // 8
+    return (
+        i_layer < eighth
+        or i_layer >= 7 * n_layers // 8
+        or (i_layer - eighth) % 3 == 2  # i >= n/8 here: C's % equals Python's
+    )
+
+
+def _fallback(kind: str, width: int) -> str:
+    if width % GGUF_BLOCKS[kind][0] == 0:
+        return kind
+    kind = _FALLBACK[kind]
+    return kind if width % GGUF_BLOCKS[kind][0] == 0 else "F16"
+
+
+def gguf_tensor_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """The tensors of a GGUF file of ``cfg`` by GGUF name (``token_embd.weight``,
+    ``blk.{i}.attn_v.weight``, ``output.weight``, ...), each with its shape in torch
+    order (rows, row width; the width is GGML's ``ne[0]``), in llama.cpp's order
+    (global tensors, then layer by layer). A tied LM head has no ``output.weight``.
+
+    Raises:
+        ConfigError: a tensor with no llama-style GGUF name (mixtures of experts,
+            MLA, fused or extra projections), or a tensor not in every layer.
+    """
+    counts = count_params(cfg)
+    glob, layers = {}, {}
+    for t in counts.tensors:
+        if t.name not in GGUF_NAMES or t.copies != 1 or t.layer_set is not None:
+            raise ConfigError(
+                f"{t.name}: only dense llama-style tensors have a GGUF name here"
+            )
+        (layers if t.per_layer else glob)[GGUF_NAMES[t.name]] = t.shape
+    out = dict(glob)
+    for i in range(cfg.num_hidden_layers):
+        out.update({f"blk.{i}.{name}": shape for name, shape in layers.items()})
+    return out
+
+
+def q4_k_m_types(cfg: ModelConfig) -> dict[str, str]:
+    """The GGML type llama.cpp's ``llama-quantize ... Q4_K_M`` gives each tensor of a
+    dense llama-style ``cfg`` (no experts: ``n_expert`` 0), by GGUF name
+    (`gguf_tensor_shapes`), without an importance matrix or overrides.
+
+    The rules, as ``src/llama-quant.cpp`` writes them (``llama_tensor_get_type`` and
+    its ``llama_tensor_get_type_impl``, ``llama_ftype_get_default_type``,
+    ``tensor_type_fallback``; ggml-org/llama.cpp commit 007dbbf3):
+
+    - the default type of ``LLAMA_FTYPE_MOSTLY_Q4_K_M`` is Q4_K;
+    - 1-D tensors (norms) are not quantized: they stay F32, as the converter writes
+      them (``tensor_allows_quantization``: ``ggml_n_dims < 2``);
+    - ``output.weight`` gets Q6_K (Q8_0 if its rows are not whole blocks of 256); with
+      tied embeddings there is none and ``token_embd`` takes this rule;
+    - ``token_embd.weight`` otherwise keeps the default, Q4_K;
+    - ``attn_v`` gets Q6_K where `use_more_bits` (i, n) holds, counting the ``attn_v``
+      tensors in layer order (``i_attention_wv``, ``n_attention_wv``); the ``n_gqa()``
+      conditions of that branch belong to other file types (Q2_K, Q2_K_S, IQ3, IQ4)
+      and do not apply; in a model llama.cpp types ``LLM_TYPE_70B`` (llama: 80 layers
+      and n_kv < n_h) a Q4_K ``attn_v`` becomes Q5_K;
+    - ``ffn_down`` gets Q6_K where `use_more_bits` (layer, L) holds;
+    - ``attn_q``, ``attn_k``, ``attn_output``, ``ffn_gate``, ``ffn_up`` keep Q4_K
+      (a fused ``attn_qkv`` would get Q5_K; llama-style models have none);
+    - a tensor whose rows are not whole blocks of 256 falls back: Q4_K to Q5_0, Q6_K to
+      Q8_0, and to F16 if not whole blocks of 32.
+
+    Raises:
+        ConfigError: a mixture of experts, or a tensor `gguf_tensor_shapes` cannot name.
+    """
+    if cfg.is_moe:
+        raise ConfigError("q4_k_m_types models dense models only (n_expert 0)")
+    shapes = gguf_tensor_shapes(cfg)
+    n = cfg.num_hidden_layers
+    tied = "output.weight" not in shapes
+    is_70b = n == 80 and cfg.num_key_value_heads < cfg.num_attention_heads
+    types, i_attention_wv = {}, 0
+    for name, shape in shapes.items():
+        if len(shape) == 1:
+            types[name] = "F32"
+            continue
+        width, kind = shape[-1], "Q4_K"
+        if name == "output.weight" or (tied and name == "token_embd.weight"):
+            kind = "Q6_K" if width % GGUF_BLOCKS["Q6_K"][0] == 0 else "Q8_0"
+        elif name.endswith(".attn_v.weight"):
+            if use_more_bits(i_attention_wv, n):
+                kind = "Q6_K"
+            if is_70b and kind == "Q4_K":
+                kind = "Q5_K"
+            i_attention_wv += 1
+        elif name.endswith(".ffn_down.weight"):
+            if use_more_bits(int(name.split(".")[1]), n):
+                kind = "Q6_K"
+        types[name] = _fallback(kind, width)
+    return types
+
+
+def gguf_tensor_bytes(cfg: ModelConfig, types: dict[str, str]) -> dict[str, int]:
+    """Bytes of each tensor of a GGUF file of ``cfg`` whose tensors have the GGML
+    ``types`` (GGUF name to type, as `q4_k_m_types` gives): rows × `gguf_row_bytes`,
+    from the block sizes of `GGUF_BLOCKS`. Metadata and alignment padding are not
+    counted.
+
+    Raises:
+        ConfigError: a tensor of `gguf_tensor_shapes` with no type, an unknown type,
+            or rows that are not whole blocks of their type.
+    """
+    out = {}
+    for name, shape in gguf_tensor_shapes(cfg).items():
+        if name not in types:
+            raise ConfigError(f"no GGML type for {name}")
+        rows = shape[0] if len(shape) == 2 else 1
+        out[name] = rows * gguf_row_bytes(shape[-1], types[name])
     return out
 
 

@@ -1,0 +1,92 @@
+"""Issue 24, chapter 9b (Serving): the claims fixed by the truth pass, computed again
+from the configs and checked against figures from outside the code under test.
+
+- Item 3: llama.cpp's Q4_K_M recipe gives Llama-3-8B 4.91 GB, 4.89 bits per weight:
+  llama.cpp prints ``model size = 4.58 GiB (4.89 BPW)`` for published Q4_K_M files of
+  Llama-3.1-8B (tests/test_quantization_recipe.py checks the recipe itself).
+- Item 7: vLLM's fp8 KV cache keeps per-tensor scales (docs, *Quantized KV Cache*:
+  "A single scale is applied for each Q, K, and V tensor", ``k/v_scale = [1]``): one
+  float32 k_scale and v_scale per attention layer, 2 × 32 × 4 = 256 bytes for
+  Llama-3-8B; a scale per head and token would be 4 bytes per 128 values.
+- Item 15: the paged-cache cells take the H100 as 80 GB = 80·10⁹ bytes (the capacity
+  rule of `llmmath.gpus`), not the 81,559 MiB nvidia-smi reports.
+"""
+
+import json
+from pathlib import Path
+
+from llmmath import count_params, presets
+from llmmath.kvcache import kv_cache_bytes
+from llmmath.paged_cache import blocks_per_gpu, sequences_that_fit
+from llmmath.quantization import (
+    gguf_tensor_bytes,
+    kv_cache_quantized_bytes,
+    q4_k_m_types,
+    quantized_decode_step,
+    weight_format,
+)
+from llmmath.roofline import GPUS
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = ROOT / "chapters" / "09b_serving.ipynb"
+H, L, KV, FF, V = 4096, 32, 8 * 128, 14336, 128256  # Llama-3-8B's config.json
+
+
+def glued() -> dict[str, str]:
+    """The chapter's glued values, as stored in its outputs."""
+    out = {}
+    for cell in json.loads(CHAPTER.read_text(encoding="utf-8"))["cells"]:
+        for o in cell.get("outputs", []):
+            book = o.get("metadata", {}).get("scrapbook")
+            if book:
+                text = o["data"]["application/papermill.record/text/plain"]
+                out[book["name"]] = text.strip("'")
+    return out
+
+
+def test_item3_q4_k_m_in_the_chapter():
+    cfg = presets.load("llama-3-8b")
+    total = sum(gguf_tensor_bytes(cfg, q4_k_m_types(cfg)).values())
+    # by hand from the block sizes (Q4_K 144 B, Q6_K 210 B per 256 weights)
+    q6 = V * H + 16 * KV * H + 16 * FF * H  # output, 16 attn_v, 16 ffn_down
+    q4 = V * H + L * (2 * H * H + KV * H + 2 * FF * H) + 16 * KV * H + 16 * FF * H
+    assert total == q4 // 256 * 144 + q6 // 256 * 210 + 4 * (2 * L + 1) * H
+    g = glued()
+    assert g["q4km_GB"] == "4.91 GB" and g["q4km_GiB"] == "4.58 GiB"  # llama.cpp's log
+    assert g["q4km_bpw"] == "4.89"  # llama.cpp's log: 4.89 BPW
+    assert g["q4km_more_layers"] == "16" and g["q4km_layers"] == "32"
+    assert round(8 * total / count_params(cfg).total, 2) == 4.89
+
+
+def test_item7_fp8_cache_scales():
+    cfg = presets.load("llama-3-8b")
+    values = kv_cache_bytes(cfg, 64, 4096, "fp8")
+    assert values == 2 * L * KV * 64 * 4096  # one byte per value
+    assert kv_cache_quantized_bytes(cfg, 64, 4096, "fp8", None)["scales"] == 0
+    per_token = kv_cache_quantized_bytes(cfg, 64, 4096, "fp8", "fp32")["scales"]
+    assert per_token == values * 4 // 128
+    g = glued()
+    assert g["kv_scale_bytes"] == str(2 * L * 4)
+    assert g["kv_token_scales_GB"] == f"{per_token / 1e9:.2f} GB" == "0.54 GB"
+    # the speeds count the values only, as per-tensor scales (256 B) allow
+    h100 = GPUS["H100-SXM5-80GB"]
+    int4 = weight_format("int4")
+    fp8 = quantized_decode_step(cfg, h100, int4, 64, 4096, "fp8").tokens_per_second
+    bf16 = quantized_decode_step(cfg, h100, int4, 64, 4096, "bf16").tokens_per_second
+    assert round(fp8) == 9821 and g["fp8_gain_64"] == f"{fp8 / bf16:.1f}" == "1.8"
+
+
+def test_item15_h100_capacity_rule():
+    cfg = presets.load("llama-3-8b")
+    h100 = GPUS["H100-SXM5-80GB"]
+    assert h100.memory == 80 * 10**9  # the vendor's 80 GB, decimal
+    assert h100.reported_memory == 81_559 * 2**20  # nvidia-smi's figure, not used
+    free = h100.memory - 2 * count_params(cfg).total
+    g = glued()
+    assert g["h100_GB"] == "80" and g["h100_reported_MiB"] == "81,559"
+    assert g["blocks_h100"] == f"{free // (16 * 2 * L * KV * 2):,}"
+    assert g["blocks_h100"] == f"{blocks_per_gpu(cfg, free, 16):,}"
+    assert g["paged_seqs"] == str(sequences_that_fit(cfg, free, 1000, 16))
+    # with the full reported memory the chapter would have said more
+    full = h100.reported_memory - 2 * count_params(cfg).total
+    assert sequences_that_fit(cfg, full, 1000, 16) > int(g["paged_seqs"])
