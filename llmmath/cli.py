@@ -10,7 +10,9 @@ the blank editions, and grading in a sandbox. ``python -m llmmath parallel MODEL
 N [--dp D] [--tp T] [--pp P] [--ep E] [--zero 0-3] ...``: a training layout's memory and
 traffic per GPU (`llmmath.parallel_cli`).
 
-MODEL is a preset name or the path of a Hugging Face ``config.json``. Bad input exits
+MODEL is a preset name, the path of a Hugging Face ``config.json`` or a hub id
+``org/name`` read from the local Hugging Face cache (`llmmath.hub`; ``--revision``,
+default main). Bad input exits
 with status 2 and one line on stderr, never a traceback. These paths import neither
 torch nor SymPy, so they answer in a fraction of a second.
 """
@@ -67,16 +69,28 @@ class _Once(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def resolve(model: str) -> tuple[str, ModelConfig]:
-    """A preset name or a path to a ``config.json`` → (display name, config).
+def resolve(model: str, revision: str | None = None) -> tuple[str, ModelConfig]:
+    """A path to a ``config.json``, a preset name or a hub id → (display name, config).
+
+    Precedence: a file that exists wins; a name ending in ``.json`` is a file; a name
+    with a ``/`` is a hub id ``org/name``, read from the local Hugging Face cache at
+    ``revision`` (default main; `llmmath.hub`); any other name is a preset.
 
     Raises:
-        ConfigError: neither an existing file nor a preset, or the config is invalid.
+        ConfigError: no such file, preset or cached model; an invalid hub id; a
+        ``revision`` given with anything but a hub id; or the config is invalid.
     """
-    looks_like_path = (
-        os.sep in model or model.endswith(".json") or os.path.exists(model)
-    )
-    if looks_like_path:
+    is_file = os.path.exists(model) or model.endswith(".json")
+    if not is_file and ("/" in model or os.sep in model):
+        from llmmath import hub
+
+        shown = model if revision is None else f"{model}@{revision}"
+        return shown, hub.load_config(model, revision)
+    if revision is not None:
+        raise ConfigError(
+            f"--revision applies to a hub id (org/name), not to {model!r}"
+        )
+    if is_file:
         return model, ModelConfig.from_hf_config(model)
     return presets.get(model).title, presets.load(model)
 
@@ -138,7 +152,7 @@ def params_report(name: str, cfg: ModelConfig) -> dict:
 
 
 def _params(args: argparse.Namespace) -> int:
-    name, cfg = resolve(args.model)
+    name, cfg = resolve(args.model, args.revision)
     counts = count_params(cfg)
     if args.json:
         print(json.dumps(params_report(name, cfg), indent=2))
@@ -217,7 +231,7 @@ def _window_tokens(cfg: ModelConfig, between_steps: bool) -> str | None:
 
 
 def _kv_cache(args: argparse.Namespace) -> int:
-    name, cfg = resolve(args.model)
+    name, cfg = resolve(args.model, args.revision)
     paged = None
     if args.block_size is not None:  # whole blocks of B tokens (llmmath.paged_cache)
         from llmmath.paged_cache import blocks_for, padded_tokens
@@ -334,7 +348,7 @@ def flops_report(
 def _flops(args: argparse.Namespace) -> int:
     from llmmath.flops import forward_flops_per_token
 
-    name, cfg = resolve(args.model)
+    name, cfg = resolve(args.model, args.revision)
     f = forward_flops_per_token(cfg, args.seq_len, args.attention)
     result = flops_report(name, cfg, args.seq_len, args.attention)
     averaging = result["averaging"]
@@ -408,7 +422,15 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, run, help: str, description: str) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help, description=description)
         cmd.add_argument(
-            "model", metavar="MODEL", help="preset name or path to a config.json"
+            "model",
+            metavar="MODEL",
+            help="preset name, path to a config.json, or hub id org/name (read from "
+            "the local Hugging Face cache)",
+        )
+        cmd.add_argument(
+            "--revision",
+            action=_Once,
+            help="hub id only: branch, tag or commit hash (default main)",
         )
         cmd.add_argument("--json", action="store_true", help="print one JSON object")
         cmd.set_defaults(run=run)

@@ -149,7 +149,11 @@ def reference_config() -> ModelConfig:
 
 
 def measure_report(
-    model: str | None = None, prompt: int = 64, new_tokens: int = 16, threads: int = 1
+    model: str | None = None,
+    prompt: int = 64,
+    new_tokens: int = 16,
+    threads: int = 1,
+    revision: str | None = None,
 ):
     """What ``measure --json`` prints: per device (``"cpu"``, and ``"cuda"`` when
     present) the measured FLOP/s and bandwidth, and ``"prefill_tokens_per_s"`` and
@@ -157,6 +161,8 @@ def measure_report(
     device's). The CPU runs ``threads`` threads (default one: on a busy machine the
     synchronisation of several threads per small operation, which the roofline leaves
     out, would dominate); torch's setting is restored after.
+
+    ``model`` is anything `llmmath.cli.resolve` takes (a hub id at ``revision``).
 
     Raises:
         ConfigError: an unknown model, or one above `MAX_PARAMS` parameters.
@@ -169,7 +175,7 @@ def measure_report(
     if model is None:
         name, cfg = DEFAULT_MODEL, reference_config()
     else:
-        name, cfg = resolve(model)
+        name, cfg = resolve(model, revision)
     n = count_params(cfg).total
     if n > MAX_PARAMS:
         raise ConfigError(

@@ -39,7 +39,7 @@ def parallel_report(name: str, cfg: ModelConfig, **layout) -> dict:
 def _parallel(args: argparse.Namespace) -> int:
     from llmmath.cli import resolve
 
-    name, cfg = resolve(args.model)
+    name, cfg = resolve(args.model, args.revision)
     report = parallel_report(
         name,
         cfg,

@@ -89,7 +89,7 @@ def memory_report(
 def _memory(args: argparse.Namespace) -> int:
     from llmmath.cli import resolve
 
-    name, cfg = resolve(args.model)
+    name, cfg = resolve(args.model, args.revision)
     r = memory_report(
         name,
         cfg,
@@ -141,7 +141,7 @@ def _speculative(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace) -> int:
     from llmmath.measure import format_report, measure_report
 
-    r = measure_report(args.model)
+    r = measure_report(args.model, revision=args.revision)
     print(json.dumps(r, indent=2) if args.json else format_report(r))
     return 0
 
@@ -252,7 +252,12 @@ def add_commands(sub, command, count, once=None) -> None:
         metavar="MODEL",
         nargs="?",
         default=None,
-        help="preset or config.json (default: a small reference model)",
+        help="preset, config.json or hub id (default: a small reference model)",
+    )
+    me.add_argument(
+        "--revision",
+        help="hub id only: branch, tag or commit hash (default main)",
+        **opt,
     )
     me.add_argument("--json", action="store_true", help="print one JSON object")
     me.set_defaults(run=_measure)
