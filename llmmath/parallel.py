@@ -496,16 +496,32 @@ def tp_backward_collectives(
 # --- pipeline parallel ----------------------------------------------------------------
 
 
-def pipeline_bubble(stages: int, micro_batches: int, chunks: int = 1) -> Fraction:
-    """The idle share of a step: (p−1)/(m+p−1) for 1F1B (and GPipe), (p−1)/(v·m+p−1)
-    for the interleaved schedule with v model chunks per GPU (Narayanan et al. 2021,
-    Sec. 2.2.1-2.2.2: bubble time (p−1)/m and (p−1)/(v·m) of the ideal)."""
+def pipeline_bubble(
+    stages: int, micro_batches: int, chunks: int = 1, of: str = "step"
+) -> Fraction:
+    """The pipeline bubble as a fraction, exact, by one of two definitions.
+
+    ``of="step"`` (the default): the idle share of the whole step, bubble ÷ (ideal +
+    bubble): (p−1)/(m+p−1) for 1F1B (and GPipe), (p−1)/(v·m+p−1) for the interleaved
+    schedule with v model chunks per GPU. ``of="ideal"``: the bubble time against the
+    ideal time m·(t_f + t_b), the definition of Narayanan et al. 2021, Sec. 2.2.1
+    ("bubble time fraction") and Sec. 2.2.2: (p−1)/m, and (1/v)·(p−1)/m interleaved.
+    The two are related by step = ideal / (1 + ideal).
+
+    Raises:
+        ConfigError: a size is not a positive integer, or ``of`` is neither
+        ``"step"`` nor ``"ideal"``.
+    """
     for name, v in (
         ("pp", stages),
         ("micro_batches", micro_batches),
         ("chunks", chunks),
     ):
         check_positive_int(name, v)
+    if of == "ideal":
+        return Fraction(stages - 1, chunks * micro_batches)
+    if of != "step":
+        raise ConfigError(f"of must be 'step' or 'ideal'; got {of!r}")
     return Fraction(stages - 1, chunks * micro_batches + stages - 1)
 
 
@@ -692,6 +708,8 @@ class Plan:
 
     @property
     def bubble(self) -> Fraction:
+        """The bubble's share of the step, (p−1)/(v·m+p−1) (`pipeline_bubble`'s
+        ``of="step"``); `times` adds compute · (p−1)/(v·m), the ``of="ideal"`` one."""
         return pipeline_bubble(self.pp, self.micro_batches, self.chunks)
 
     @property
@@ -729,7 +747,7 @@ class Plan:
             self.gpus * self.cluster.gpu.peak_flops * self.matmul_efficiency
         )
         bubble = compute * float(
-            Fraction(self.pp - 1, self.chunks * self.micro_batches)
+            pipeline_bubble(self.pp, self.micro_batches, self.chunks, of="ideal")
         )
         sent: dict[str, float] = {}
         for c in self.collectives:
