@@ -198,13 +198,13 @@ def download_config(repo_id: str, revision: str, cache: str) -> str:
         message = f"{who} is not on the hub, or is private (log in: `hf auth login`)"
     except errors.RevisionNotFoundError:
         message = f"{who} has no revision {revision!r} on the hub"
-    except errors.RemoteEntryNotFoundError:
-        message = f"{who} has no {FILENAME} at revision {revision!r}"
     except (errors.OfflineModeIsEnabled, errors.LocalEntryNotFoundError):
         message = (
             f"cannot fetch {FILENAME} of {who}: no connection to the hub, or "
             "HF_HUB_OFFLINE is set"
         )
+    except errors.EntryNotFoundError:  # on the hub (the local one is caught above)
+        message = f"{who} has no {FILENAME} at revision {revision!r}"
     except (OSError, ValueError) as e:  # HTTP errors, bad ids the hub refuses, disk
         message = f"cannot fetch {FILENAME} of {who}: {type(e).__name__}: {e}"
     raise ConfigError(message)
