@@ -194,6 +194,8 @@ def test_item10_gqa_row_assumes_groups_of_8(v3):
     assert values["GQA"] == (N_H // 8) * (D_N + D_R + D_V)
     g = glued(CHAPTER)
     assert g["v3_gqa_n_kv"] == "16" and g["v3_gqa_group"] == "8"
+    # Llama-3-70B: 64 heads, 8 key/value heads; Llama-3-8B: 32 and 8 (groups of 4)
+    assert "Llama-3-70B" in g["v3_gqa_peers"] and "Llama-3-8B" not in g["v3_gqa_peers"]
     assert "{glue:text}`v3_gqa_n_kv`" in markdown(CHAPTER)
 
 
