@@ -101,3 +101,28 @@ def test_cli_help_documents_both_counts(capsys):
         pass
     text = " ".join(capsys.readouterr().out.split())
     assert "--between-steps" in text and "during the attention call" in text
+
+
+def test_chapter_7_says_both_counts():
+    """Chapter 7 glues both Gemma-2-2B counts (by hand above) and names both moments."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "chapters" / "07_kv_cache.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    glued = {
+        o["metadata"]["scrapbook"]["name"]: o["data"][
+            "application/papermill.record/text/plain"
+        ].strip("'")
+        for c in cells
+        for o in c.get("outputs", [])
+        if "scrapbook" in o.get("metadata", {})
+    }
+    assert (glued["g2_during"], glued["g2_between"]) == ("654,311,424", "654,258,176")
+    assert glued["g2_diff"] == f"{13 * 4096:,}" and glued["g2_sliding"] == "13"
+    text = " ".join(
+        " ".join(
+            "".join(c["source"]) for c in cells if c["cell_type"] == "markdown"
+        ).split()
+    )
+    assert "During the attention call of a new token the layer reads $W$" in text
+    assert "transformers keeps only $W - 1$ between two forward calls" in text
