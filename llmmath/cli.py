@@ -441,7 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
         _params,
         "parameter breakdown of a preset or a config.json",
         "Exact parameter breakdown. MODEL is a preset name "
-        f"({', '.join(presets.names())}) or a path to a config.json.",
+        f"({', '.join(presets.names())}), a path to a config.json or a hub id "
+        "org/name (its config.json from the local Hugging Face cache).",
     )
     k = command(
         "kv-cache",
