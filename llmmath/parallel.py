@@ -797,6 +797,9 @@ class Plan:
             "fits": self.fits,
             "pipeline_bubble_fraction": float(self.bubble),
             "pipeline_bubble_fraction_exact": str(self.bubble),
+            "pipeline_bubble_of_ideal_exact": str(
+                pipeline_bubble(self.pp, self.micro_batches, self.chunks, of="ideal")
+            ),
             "communication_bytes_per_step": self.communication_bytes(),
             "collectives": [
                 {

@@ -27,7 +27,9 @@ def parallel_report(name: str, cfg: ModelConfig, **layout) -> dict:
     """What ``parallel --json`` prints: the model's name and `llmmath.parallel.Plan.
     report` (``"params_per_gpu"`` in parameters; ``"model_state_bytes_per_gpu"``,
     ``"activation_bytes_per_gpu"`` and ``"communication_bytes_per_step"`` by collective
-    in bytes; ``"pipeline_bubble_fraction"``; times in seconds).
+    in bytes; ``"pipeline_bubble_fraction"``, the bubble's share of the step, and
+    ``"pipeline_bubble_of_ideal_exact"``, Narayanan et al.'s (p−1)/(v·m); times in
+    seconds).
 
     Raises:
         ConfigError: see `llmmath.parallel.plan`."""

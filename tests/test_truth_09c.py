@@ -205,3 +205,11 @@ def test_one_capacity_rule_in_9c_and_its_layouts():
     code = " ".join("".join(c["source"]) for c in _cells() if c["cell_type"] == "code")
     assert "81559" not in code and "81_559" not in code and "2**30" not in code
     assert "80 \\cdot 10^9$ bytes: the capacity rule of `llmmath.gpus`" in prose()
+
+
+def test_parallel_json_gives_both_bubbles():
+    """``parallel --json``: the share of the step and the paper's fraction of the
+    ideal time, p = 4 and m = 8: 3/11 and 3/8."""
+    r = plan(presets.load("llama-3-70b"), 1024, tp=8, pp=4, micro_batches=8).report()
+    assert r["pipeline_bubble_fraction_exact"] == "3/11"
+    assert r["pipeline_bubble_of_ideal_exact"] == "3/8"
