@@ -32,10 +32,11 @@ CHAPTER = ROOT / "chapters" / "09b_serving.ipynb"
 H, L, KV, FF, V = 4096, 32, 8 * 128, 14336, 128256  # Llama-3-8B's config.json
 
 
-def glued() -> dict[str, str]:
-    """The chapter's glued values, as stored in its outputs."""
+def glued(path: Path = CHAPTER) -> dict[str, str]:
+    """A notebook's glued values (the chapter's by default), as stored in its
+    outputs."""
     out = {}
-    for cell in json.loads(CHAPTER.read_text(encoding="utf-8"))["cells"]:
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
         for o in cell.get("outputs", []):
             book = o.get("metadata", {}).get("scrapbook")
             if book:
@@ -90,3 +91,19 @@ def test_item15_h100_capacity_rule():
     # with the full reported memory the chapter would have said more
     full = h100.reported_memory - 2 * count_params(cfg).total
     assert sequences_that_fit(cfg, full, 1000, 16) > int(g["paged_seqs"])
+
+
+def test_item3_errata_entry():
+    """The errata's book-3 says what the book said (4.69 GB, 4.67 bits, every attn_v in
+    Q6_K) and what is true (llama.cpp's log: 4.58 GiB, 4.89 bits per weight)."""
+    errata = ROOT / "book" / "errata.ipynb"
+    text = "".join(
+        "".join(c["source"])
+        for c in json.loads(errata.read_text(encoding="utf-8"))["cells"]
+    )
+    assert text.index("(errata-book-2)=") < text.index("(errata-book-3)=")
+    assert text.index("(errata-book-3)=") < text.index("(errata-approximations)=")
+    g = glued(errata)
+    assert (g["b_q4km_old_GB"], g["b_q4km_old_bpw"]) == ("4.69 GB", "4.67")  # the old
+    assert (g["b_q4km_GiB"], g["b_q4km_bpw"]) == ("4.58 GiB", "4.89")
+    assert g["b_q4km_more_layers"] == "16"
