@@ -465,15 +465,19 @@ def test_chapter_reads_right_then_runs(page, lab, browser, shots, site):
 
 
 def test_coursework_sheet_reads_right(lab, browser, shots, site):
-    """A blank coursework sheet, opened: no MyST, nothing to unfold."""
+    """A blank coursework sheet, opened: no MyST, nothing to unfold, and its questions
+    shown as headings with their text."""
     try:
-        read_notebook(SHEET, lab, browser, shots, site)
+        shown = read_notebook(SHEET, lab, browser, shots, site)
+        assert re.search(r"^Question 1: \S", shown["visible"], re.M), shown["visible"][
+            :300
+        ]
     finally:
         browser.get("about:blank")
         lab.shut_down_kernels()
 
 
-def read_notebook(page: str, lab: Lab, browser, shots: Path, site: Path) -> None:
+def read_notebook(page: str, lab: Lab, browser, shots: Path, site: Path) -> dict:
     """Opened, not run: no MyST, solutions folded until clicked, the site's numbers,
     snapshots for explorers and captions for figures."""
     nb = notebook(lab.root / f"{page}.ipynb")
@@ -543,6 +547,7 @@ def read_notebook(page: str, lab: Lab, browser, shots: Path, site: Path) -> None
         assert [a or b for a, b in shown_captions] == captions, where
     if page == "chapters/01_parameters":
         assert "Fig. 1." in shown["visible"] and "Fig. 2." in shown["visible"], where
+    return shown
 
 
 def assert_solution_opens(browser, where: str) -> None:
