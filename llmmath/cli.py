@@ -349,6 +349,16 @@ def _flops(args: argparse.Namespace) -> int:
     from llmmath.flops import forward_flops_per_token
 
     name, cfg = resolve(args.model, args.revision)
+    if args.by_module or args.recompute:  # forward, backward, training per module
+        from llmmath.flops_by_module import by_module_report, format_by_module
+
+        if not args.by_module:
+            raise ConfigError("--recompute needs --by-module")
+        report = by_module_report(
+            name, cfg, args.seq_len, 1, args.attention, args.recompute or "none"
+        )
+        print(json.dumps(report, indent=2) if args.json else format_by_module(report))
+        return 0
     f = forward_flops_per_token(cfg, args.seq_len, args.attention)
     result = flops_report(name, cfg, args.seq_len, args.attention)
     averaging = result["averaging"]
@@ -503,6 +513,17 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["causal", "full"],
         default="causal",
         help="count causal pairs (default) or all T x T",
+    )
+    f.add_argument(
+        "--by-module",
+        action="store_true",
+        help="forward, backward and training FLOPs of one sequence, per module",
+    )
+    f.add_argument(
+        "--recompute",
+        action=_Once,
+        choices=["none", "selective", "full"],
+        help="with --by-module: activation recomputation (default none)",
     )
 
     from llmmath.serving_cli import add_commands  # memory, speculative, measure
