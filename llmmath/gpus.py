@@ -2,9 +2,15 @@
 name, with the figures of its datasheet.
 
 One row per GPU (`GPU`): memory, dense 16-bit tensor FLOP/s, fp8 FLOP/s where the part
-has fp8 tensor cores, memory bandwidth, and the datasheet the figures come from.
-Peak rates are dense: datasheets that print the 2:4-sparsity figure (twice the dense
-rate) are halved, and the source says so.
+has fp8 tensor cores, dense int8 tensor ops/s, memory bandwidth, the link between the
+GPUs of one node, and the datasheet the figures come from. Peak rates are dense:
+datasheets that print the 2:4-sparsity figure (twice the dense rate) are halved, and
+the source says so.
+
+**The link's direction convention.** ``GPU.link_bandwidth`` is what one GPU moves to
+the other GPUs of its node, *both directions added*, as NVIDIA and AMD state it (an
+H100 SXM's "NVLink 900 GB/s" is 450 GB/s each way; ``GPU.link_bandwidth_one_way``).
+`llmmath.parallel.Cluster` times collectives with the one-way figure.
 
 **The capacity rule.** What "fits" means everywhere (``python -m llmmath memory``,
 ``parallel``, the roofline, the explorers and the calculator page): total bytes ≤
@@ -23,7 +29,7 @@ chapters *The KV cache* (``chapters/07_kv_cache.ipynb``) and *Memory and speed*
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,10 @@ class GPU:
     ``fp8_flops``: dense fp8 tensor FLOP/s, None where the part has none.
     ``reported_memory``: bytes the driver reports (nvidia-smi's MiB × 2²⁰), None where
     the book has no measurement. ``source``: the datasheet, and how a figure was read
-    from it.
+    from it. ``int8_ops``: dense int8 tensor ops/s (None where the datasheet gives
+    none), from ``int8_source``. ``link``: how the GPUs of one node talk (NVLink,
+    Infinity Fabric, PCIe); ``link_bandwidth``: bytes/s per GPU over it, both
+    directions added; both from ``link_source``.
     """
 
     name: str
@@ -46,6 +55,16 @@ class GPU:
     source: str
     fp8_flops: float | None = None
     reported_memory: int | None = None
+    int8_ops: float | None = None
+    int8_source: str = ""
+    link: str | None = None
+    link_bandwidth: float | None = None
+    link_source: str = ""
+
+    @property
+    def link_bandwidth_one_way(self) -> float | None:
+        """Bytes/s one GPU sends in one direction: half of ``link_bandwidth``."""
+        return None if self.link_bandwidth is None else self.link_bandwidth / 2
 
     @property
     def ridge_point(self) -> float:
@@ -63,6 +82,179 @@ _A100 = (
     "NVIDIA A100 Tensor Core GPU datasheet: BF16 312 TFLOPS dense (624 with sparsity); "
 )
 _H100 = "NVIDIA H100 Tensor Core GPU datasheet: "
+
+_A100_INT8 = (
+    1248e12 / 2,
+    "NVIDIA A100 Tensor Core GPU datasheet: INT8 1,248 TOPS with sparsity (624 dense)",
+)
+_NVLINK = "NVLink {} GB/s per GPU (both directions, {} each way)"
+_PCIE_BRIDGE = "; an NVLink bridge joins pairs of cards at {} GB/s"
+
+
+def _pcie(gen: int, gb: int, datasheet: str, extra: str = "") -> dict:
+    return {
+        "link": f"PCIe Gen{gen} x16",
+        "link_bandwidth": gb * 1e9,
+        "link_source": f"{datasheet}: PCIe Gen{gen} {gb} GB/s (both directions, "
+        f"{gb // 2} each way){extra}",
+    }
+
+
+def _nvlink(gen: int, gb: int, datasheet: str) -> dict:
+    return {
+        "link": f"NVLink {gen}",
+        "link_bandwidth": gb * 1e9,
+        "link_source": f"{datasheet}: " + _NVLINK.format(f"{gb:,}", f"{gb // 2:,}"),
+    }
+
+
+def _int8(ops: float, source: str) -> dict:
+    return {"int8_ops": ops, "int8_source": source}
+
+
+_A100_DS = "NVIDIA A100 Tensor Core GPU datasheet"
+_H100_DS = "NVIDIA H100 Tensor Core GPU datasheet"
+_AMD_IF = (
+    "{} data sheet: 7 Infinity Fabric links of 128 GB/s peak each (both directions), "
+    "896 GB/s per GPU to the other seven of an 8-GPU platform"
+)
+
+#: Dense int8 and the node's link, by GPU (added to the rows of `_rows`).
+_INT8_AND_LINK: dict[str, dict] = {
+    "A100-SXM4-40GB": {**_int8(*_A100_INT8), **_nvlink(3, 600, _A100_DS)},
+    "A100-PCIE-40GB": {
+        **_int8(*_A100_INT8),
+        **_pcie(4, 64, _A100_DS, _PCIE_BRIDGE.format(600)),
+    },
+    "A100-SXM4-80GB": {**_int8(*_A100_INT8), **_nvlink(3, 600, _A100_DS)},
+    "A100-PCIE-80GB": {
+        **_int8(*_A100_INT8),
+        **_pcie(4, 64, _A100_DS, _PCIE_BRIDGE.format(600)),
+    },
+    "H100-SXM5-80GB": {
+        **_int8(1979e12, _H100 + "H100 SXM: INT8 3,958 TOPS with sparsity; " + _SPARSE),
+        **_nvlink(4, 900, _H100_DS + ", H100 SXM"),
+    },
+    "H100-PCIE-80GB": {
+        **_int8(
+            1513e12, _H100 + "H100 PCIe: INT8 3,026 TOPS with sparsity; " + _SPARSE
+        ),
+        **_pcie(5, 128, _H100_DS + ", H100 PCIe", _PCIE_BRIDGE.format(600)),
+    },
+    "H100-NVL-94GB": {
+        **_int8(
+            1670.5e12, _H100 + "H100 NVL: INT8 3,341 TOPS with sparsity; " + _SPARSE
+        ),
+        **_pcie(5, 128, _H100_DS + ", H100 NVL", _PCIE_BRIDGE.format(600)),
+    },
+    "H800-SXM5-80GB": {
+        **_int8(
+            1979e12,
+            "the H100 SXM's INT8 1,979 TOPS dense (NVIDIA publishes no H800 datasheet)",
+        ),
+        "link": "NVLink 4, cut",
+        "link_bandwidth": 400e9,
+        "link_source": "DeepSeek-V3 report, Sec. 3.1: NVLink 400 GB/s per GPU (both "
+        "directions, as NVIDIA states the H100's 900; 200 each way)",
+    },
+    "H200-SXM-141GB": {
+        **_int8(
+            1979e12,
+            "NVIDIA H200 Tensor Core GPU datasheet: H200 SXM: INT8 3,958 TOPS with "
+            "sparsity; " + _SPARSE,
+        ),
+        **_nvlink(4, 900, "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM"),
+    },
+    "B200-SXM-180GB": {
+        **_int8(
+            4.5e15,
+            "NVIDIA HGX B200 specifications: INT8 72 POPS with sparsity for eight "
+            "GPUs, 9 per GPU; " + _SPARSE,
+        ),
+        "link": "NVLink 5",
+        "link_bandwidth": 1.8e12,
+        "link_source": "NVIDIA HGX B200 specifications: NVSwitch GPU-to-GPU bandwidth "
+        "1.8 TB/s (both directions, 900 GB/s each way)",
+    },
+    "L4-24GB": {
+        **_int8(
+            242.5e12,
+            "NVIDIA L4 Tensor Core GPU datasheet: INT8 485 TOPS with sparsity; "
+            + _SPARSE,
+        ),
+        **_pcie(4, 64, "NVIDIA L4 Tensor Core GPU datasheet", "; no NVLink"),
+    },
+    "L40S-48GB": {
+        **_int8(
+            733e12,
+            "NVIDIA L40S GPU datasheet: INT8 733 TOPS dense (1,466 with sparsity)",
+        ),
+        **_pcie(4, 64, "NVIDIA L40S GPU datasheet", "; no NVLink"),
+    },
+    "A10-24GB": {
+        **_int8(
+            250e12,
+            "NVIDIA A10 Tensor Core GPU datasheet: INT8 250 TOPS dense (500 with "
+            "sparsity)",
+        ),
+        **_pcie(4, 64, "NVIDIA A10 Tensor Core GPU datasheet", "; no NVLink"),
+    },
+    "RTX-4090-24GB": {
+        **_int8(
+            660.6e12,
+            "NVIDIA Ada Lovelace GPU architecture whitepaper, GeForce RTX 4090: INT8 "
+            "tensor 660.6 TOPS dense (1,321.2 with sparsity); four times the bf16 "
+            "row, whose rate is with FP32 accumulate (half that with FP16 accumulate)",
+        ),
+        "link": "PCIe Gen4 x16",
+        "link_bandwidth": 64e9,
+        "link_source": "NVIDIA GeForce RTX 4090 specifications: PCI Express Gen 4, no "
+        "NVLink; 64 GB/s both directions as NVIDIA's datasheets state PCIe Gen4 x16 "
+        "(A100, L40S)",
+    },
+    "V100-SXM2-32GB": {
+        "link": "NVLink 2",
+        "link_bandwidth": 300e9,
+        "link_source": "NVIDIA V100 Tensor Core GPU datasheet: V100 SXM2: NVLink "
+        "300 GB/s per GPU (both directions, 150 each way); no int8 tensor rate given",
+    },
+    "T4-16GB": {
+        **_int8(
+            130e12,
+            "NVIDIA T4 Tensor Core GPU datasheet: INT8 130 TOPS (no sparsity on "
+            "Turing)",
+        ),
+        "link": "PCIe Gen3 x16",
+        "link_bandwidth": 32e9,
+        "link_source": "NVIDIA T4 Tensor Core GPU datasheet: x16 PCIe Gen3, "
+        "interconnect bandwidth 32 GB/s (both directions, 16 each way)",
+    },
+    "MI250X-128GB": _int8(
+        383e12,
+        "AMD Instinct MI250X data sheet: INT8 383 TOPS, the bf16 rate (its Infinity "
+        "Fabric links join dies, GPUs and CPU in several ways: no one figure)",
+    ),
+    "MI300X-192GB": {
+        **_int8(
+            2614.9e12,
+            "AMD Instinct MI300X data sheet: INT8 2,614.9 TOPS dense (twice with "
+            "sparsity)",
+        ),
+        "link": "Infinity Fabric (7 links)",
+        "link_bandwidth": 896e9,
+        "link_source": _AMD_IF.format("AMD Instinct MI300X"),
+    },
+    "MI325X-256GB": {
+        **_int8(
+            2614.9e12,
+            "AMD Instinct MI325X data sheet: INT8 2,614.9 TOPS dense (twice with "
+            "sparsity)",
+        ),
+        "link": "Infinity Fabric (7 links)",
+        "link_bandwidth": 896e9,
+        "link_source": _AMD_IF.format("AMD Instinct MI325X"),
+    },
+}
 
 
 def _rows() -> dict[str, GPU]:
@@ -218,7 +410,7 @@ def _rows() -> dict[str, GPU]:
             2614.9e12,
         ),
     ]
-    return {g.name: g for g in rows}
+    return {g.name: replace(g, **_INT8_AND_LINK.get(g.name, {})) for g in rows}
 
 
 #: Every GPU of the catalogue by name, in the order above (NVIDIA data-centre parts by

@@ -3,9 +3,10 @@
 
 ``python -m llmmath parallel MODEL --gpus N [--dp D] [--tp T] [--pp P] [--ep E]
 [--zero 0|1|2|3] [--micro-batches M] [--micro-batch-size B] [--seq-len S]
-[--sequence-parallel] [--recompute] [--chunks V] [--gpu h100|h800|a100] [--json]``:
-what each GPU holds and sends in one training step of that layout
-(`llmmath.parallel.plan`).
+[--sequence-parallel] [--recompute] [--chunks V] [--gpu h100|h800|a100]
+[--price-per-gpu-hour P] [--tokens N] [--json]``: what each GPU holds and sends in one
+training step of that layout (`llmmath.parallel.plan`); with a price, what a step costs,
+and with a token budget, the whole run's steps, time and cost (`llmmath.cost`).
 
 A layout that does not fit together (dp·tp·pp ≠ gpus, heads not divisible by tp,
 layers by pp, experts by ep) exits 2 with one line on stderr. Imports neither torch nor
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 from llmmath.config import ModelConfig
 from llmmath.units import human_bytes
@@ -36,6 +38,71 @@ def parallel_report(name: str, cfg: ModelConfig, **layout) -> dict:
     from llmmath.parallel import plan
 
     return {"model": name, **plan(cfg, **layout).report()}
+
+
+def cost_report(report: dict, price_per_gpu_hour=None, tokens=None) -> dict:
+    """``report`` (`parallel_report`'s) with ``"cost"``: `llmmath.cost.step_and_run`
+    of its step (seconds, GPU-hours, currency units of the price), when a price or a
+    token budget is given; else ``report`` unchanged.
+
+    Raises:
+        ConfigError: a price that is not positive and finite, or bad tokens."""
+    if price_per_gpu_hour is None and tokens is None:
+        return report
+    from llmmath.cost import step_and_run
+
+    costs = step_and_run(
+        report["gpus"],
+        report["step_seconds_total"],
+        report["tokens_per_step"],
+        price_per_gpu_hour,
+        tokens,
+    )
+    return {**report, "cost": costs}
+
+
+def _cost_lines(c: dict) -> list[str]:
+    lines = [f"  step = {c['step_gpu_hours']:.4g} GPU-hours"]
+    if "step_cost" in c:
+        lines[0] += f", cost {c['step_cost']:,.2f} at {c['price_per_gpu_hour']:g}/GPU-h"
+    if "steps" in c:
+        lines.append(
+            f"  {c['tokens']:,} tokens = {c['steps']:,} steps ≈ {c['run_days']:,.1f} "
+            f"days, {c['run_gpu_hours']:,.0f} GPU-hours"
+            + (f", cost {c['run_cost']:,.0f}" if "run_cost" in c else "")
+        )
+    return lines
+
+
+_DECIMAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _price(text: str) -> float:
+    """An argparse type: a price per GPU-hour, a positive finite decimal number in
+    ASCII (`llmmath.cost.check_price`)."""
+    from llmmath.cost import check_price
+    from llmmath.errors import ConfigError
+
+    shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
+    if len(text) > 100 or not _DECIMAL.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {shown!r}")
+    try:
+        return check_price(float(text))
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e).split(", got")[0]) from None
+
+
+def _tokens(text: str, limit: int = 10**18) -> int:
+    """An argparse type: a token budget, a positive integer of at most ``limit`` in
+    ASCII digits."""
+    shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {shown!r}")
+    if len(text) > len(str(limit)) or int(text) > limit:
+        raise argparse.ArgumentTypeError(f"must be at most {limit:,}, got {shown}")
+    if int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return int(text)
 
 
 def _parallel(args: argparse.Namespace) -> int:
@@ -59,10 +126,12 @@ def _parallel(args: argparse.Namespace) -> int:
         chunks=args.chunks,
         gpu=args.gpu,
     )
+    report = cost_report(report, args.price_per_gpu_hour, args.tokens)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     r = report
+    fits_in = f"fits in {r['gpu_memory_bytes'] / 10**9:.0f} GB"  # the catalogue's
     lines = [
         f"{name} on {r['gpus']:,} GPUs ({r['gpu']}): dp {r['dp']} x tp {r['tp']} x "
         f"pp {r['pp']}, ep {r['ep']}, ZeRO-{r['zero']}",
@@ -71,7 +140,7 @@ def _parallel(args: argparse.Namespace) -> int:
         f"{human_bytes(r['model_state_bytes_per_gpu'])}",
         f"  activations per GPU   {r['activation_bytes_per_gpu']:>22,} bytes = "
         f"{human_bytes(r['activation_bytes_per_gpu'])}",
-        f"  fits in 80 GB         {'yes' if r['fits'] else 'no'}",
+        f"  {fits_in:<22}{'yes' if r['fits'] else 'no'}",
         f"  pipeline bubble       {r['pipeline_bubble_fraction_exact']:>22} of a step",
         "  bytes sent per GPU per step, by collective:",
         *(
@@ -81,6 +150,7 @@ def _parallel(args: argparse.Namespace) -> int:
         ),
         f"  step ≈ {r['step_seconds_total']:.3g} s, MFU ≈ {r['mfu']:.0%} "
         "(ideal kernels)",
+        *(_cost_lines(r["cost"]) if "cost" in r else []),
     ]
     print("\n".join(lines))
     return 0
@@ -133,4 +203,18 @@ def add_commands(sub, command, count, once=None) -> None:
     )
     p.add_argument(
         "--gpu", default="h100", choices=CLUSTER_NAMES, help="cluster (h100)", **opt
+    )
+    p.add_argument(
+        "--price-per-gpu-hour",
+        type=_price,
+        default=None,
+        help="your price of one GPU for an hour: the step's cost (and the run's)",
+        **opt,
+    )
+    p.add_argument(
+        "--tokens",
+        type=_tokens,
+        default=None,
+        help="training tokens: the run's steps, days, GPU-hours (and cost)",
+        **opt,
     )
