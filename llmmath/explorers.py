@@ -549,7 +549,7 @@ def serving(state: Mapping) -> View:
     """Chapter 7's serving explorer: preset, number formats, batch, context and GPU
     memory (GB = 10⁹ bytes) → weights + KV cache, whether they fit, the largest batch
     and the longest context (`llmmath.memory.serving_fit`)."""
-    from llmmath.memory import serving_fit
+    from llmmath.memory import GPU_80GB, serving_fit
     from llmmath.units import human_bytes
 
     state = {
@@ -558,7 +558,7 @@ def serving(state: Mapping) -> View:
         "cache_dtype": "bf16",
         "batch": 16,
         "seq_len": 8192,
-        "gpu_gb": 80.0,
+        "gpu_gb": GPU_80GB / 10**9,  # the default GPU by the capacity rule
         **state,
     }
     controls = [
@@ -627,7 +627,7 @@ def memory(state: Mapping) -> View:
     """Chapter 9's memory budget: preset, number format, optimizer, batch, sequence,
     flash attention and GPU size (GB = 10⁹ bytes) → bytes item by item
     (`llmmath.memory.memory_budget`) against the GPU."""
-    from llmmath.memory import OPTIMIZERS, memory_budget
+    from llmmath.memory import GPU_80GB, OPTIMIZERS, memory_budget
 
     state = {
         "preset": "llama-3-8b",
@@ -636,7 +636,7 @@ def memory(state: Mapping) -> View:
         "batch": 1,
         "seq_len": 4096,
         "flash": True,
-        "gpu_gb": 80.0,
+        "gpu_gb": GPU_80GB / 10**9,  # the default GPU by the capacity rule
         **state,
     }
     training = OPTIMIZERS.get(state["optimizer"]) is not None
@@ -1236,7 +1236,8 @@ def _settle(state: dict, name: str, offered: list[int]) -> None:
 def layout(state: Mapping) -> View:
     """Chapter 9c's layout explorer: a preset, GPUs, tp, pp, ZeRO stage, micro-batches,
     sequence length, sequence parallelism, recomputation and cluster → what each GPU
-    holds (parameters, model state, activations against 80 GB), the bytes it sends by
+    holds (parameters, model state, activations against the GPU's capacity by
+    `llmmath.gpus`' rule: 80 GB on every cluster), the bytes it sends by
     collective, and the step time and MFU estimate of `llmmath.parallel.plan` (dp =
     gpus ÷ (tp·pp))."""
     from llmmath.parallel import CLUSTERS, plan
