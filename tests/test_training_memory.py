@@ -1,0 +1,293 @@
+"""`llmmath.training` against torch on tiny models of every supported type (issue 25).
+
+Optimizer state: the bytes in ``optimizer.state`` after one step of torch.optim.AdamW,
+SGD(momentum=0.9) and Adafactor, in fp32 and in bf16; torch's per-tensor ``step``
+scalars (4 bytes each, AdamW and Adafactor), which the formula leaves out, are
+asserted as the exact difference. 8-bit Adam: bitsandbytes is not installed, so only
+its layout arithmetic is checked, against its documented block size and threshold.
+Activations: full checkpointing's kept bytes equal what
+`torch.autograd.graph.saved_tensors_hooks` counts (unique storages, parameters
+excluded) under torch's reentrant checkpoint; the s²-sized softmax output that
+selective checkpointing drops equals the probabilities the reference attention saves.
+LoRA: adapters built with plain torch (no peft), their count and Adam state.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from llmmath.config import SUPPORTED_MODEL_TYPES, ConfigError, ModelConfig
+from llmmath.modules import build_model
+from llmmath.training import (
+    LORA_TARGETS,
+    activation_bytes,
+    lora_params,
+    nf4_bytes,
+    optimizer_state_bytes,
+    training_memory,
+)
+from tests.test_modern_architectures import TINY_CONFIGS, tiny
+
+GPT2 = {"model_type": "gpt2", "vocab_size": 50, "n_embd": 16, "n_layer": 2}
+RAW = {
+    m: TINY_CONFIGS.get(m)
+    or ({**GPT2, "n_head": 4, "n_positions": 32} if m == "gpt2" else tiny(m))
+    for m in SUPPORTED_MODEL_TYPES
+}
+B, T = 2, 5
+
+
+def config(model_type: str) -> ModelConfig:
+    return ModelConfig.from_hf_config(RAW[model_type])
+
+
+def one_step(model: nn.Module, opt: torch.optim.Optimizer, cfg: ModelConfig) -> None:
+    """One step. A routed expert that no token chose has no gradient, and torch skips
+    it until one does: it gets a zero gradient here, as over a run every expert
+    does (only experts may lack one). DeepSeek-V3's router score bias never has one:
+    it is set by a rule, not by gradient (DeepSeek-V3 report, Sec. 2.1.2)."""
+    ids = torch.randint(0, cfg.vocab_size, (B, T), generator=torch.Generator())
+    model(ids).float().square().mean().backward()
+    for name, p in model.named_parameters():
+        if p.requires_grad and p.grad is None and "e_score_correction" not in name:
+            assert ".experts." in name, name
+            p.grad = torch.zeros_like(p)
+    opt.step()
+
+
+def state_bytes(opt: torch.optim.Optimizer) -> tuple[int, int]:
+    """(bytes of every state tensor but ``step``, bytes of the ``step`` tensors)."""
+    kept = steps = 0
+    for state in opt.state.values():
+        for key, t in state.items():
+            n = t.numel() * t.element_size()
+            if key == "step":
+                steps += n
+            else:
+                kept += n
+    return kept, steps
+
+
+OPTIMIZERS = {
+    "adamw": lambda p: torch.optim.AdamW(p),
+    "sgd": lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
+    "adafactor": lambda p: torch.optim.Adafactor(p),
+}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
+def test_optimizer_state_equals_torchs(model_type, precision):
+    cfg = config(model_type)
+    dtype = torch.float32 if precision == "fp32" else torch.bfloat16
+    for name, make in OPTIMIZERS.items():
+        model = build_model(cfg, device="cpu", dtype=dtype)
+        opt = make(list(model.parameters()))
+        params = [p for n, p in model.named_parameters() if "e_score" not in n]
+        one_step(model, opt, cfg)
+        kept, steps = state_bytes(opt)
+        predicted = optimizer_state_bytes(cfg, name, precision)
+        assert sum(predicted.values()) == kept, (name, predicted, kept)
+        # independent of the formula: moments are the parameters' own size
+        numel, size = sum(p.numel() for p in params), dtype.itemsize
+        if name == "adamw":
+            assert kept == 2 * size * numel
+        if name == "sgd":
+            assert kept == size * numel
+        if name == "adafactor":  # matrices: rows + columns; vectors: full
+            assert kept == size * sum(
+                p.shape[0] + p.shape[1] if p.dim() == 2 else p.numel() for p in params
+            )
+            assert kept < size * numel
+        # what the formula leaves out: torch's fp32 step scalar per tensor
+        assert steps == (0 if name == "sgd" else 4 * len(params))
+
+
+def test_mixed_precision_is_zeros_16_bytes_per_parameter():
+    cfg = config("llama")
+    n = sum(p.numel() for p in build_model(cfg).parameters())
+    items = training_memory(cfg, "adamw", "mixed", seq_len=8)
+    assert items["weights"] + items["gradients"] + items["optimizer state"] == 16 * n
+    master = optimizer_state_bytes(cfg, "adamw", "mixed")["master weights (fp32)"]
+    assert master == 4 * n
+    fp32 = training_memory(cfg, "adamw", "fp32", seq_len=8)
+    assert fp32["weights"] + fp32["gradients"] + fp32["optimizer state"] == 16 * n
+    bf16 = training_memory(cfg, "adamw", "bf16", seq_len=8)
+    assert bf16["weights"] + bf16["gradients"] + bf16["optimizer state"] == 8 * n
+
+
+def test_adam8bit_layout_arithmetic():
+    """bitsandbytes' Optimizer2State.init_state: uint8 state1 and state2, one fp32
+    absmax each per 256-element block; tensors under min_8bit_size = 4096 elements
+    keep fp32 state (not run: bitsandbytes is not installed)."""
+    cfg = ModelConfig.from_hf_config(
+        tiny("llama", hidden_size=64, intermediate_size=100, vocab_size=300)
+    )
+    items = optimizer_state_bytes(cfg, "adam8bit", "bf16")
+    shapes = [p.shape for p in build_model(cfg).parameters()]
+    big = [math.prod(s) for s in shapes if math.prod(s) >= 4096]
+    small = sum(math.prod(s) for s in shapes if math.prod(s) < 4096)
+    assert big and small  # both paths taken: 300 x 64 embedding, 6 x 64 k_proj
+    assert items["8-bit moments (uint8)"] == 2 * sum(big)
+    assert items["block absmax (fp32)"] == 8 * sum((n + 255) // 256 for n in big)
+    assert items["moments of small tensors (fp32)"] == 8 * small
+    # about 2 bytes + 2·4/256 per element on large tensors, a quarter of fp32 AdamW
+    assert 2 * sum(big) < items["8-bit moments (uint8)"] + items["block absmax (fp32)"]
+    assert items["block absmax (fp32)"] <= 8 * sum(big) / 256 + 8 * len(big)
+
+
+def test_nf4_statistics_are_0127_bits_per_weight():
+    """Dettmers et al. 2023, Sec. 3: double quantization brings the constants to
+    8/64 + 32/(64·256) = 0.127 bits per parameter."""
+    n = 64 * 256 * 1000
+    assert nf4_bytes(n) == n // 2 + n // 64 + 4 * n // (64 * 256) + 4
+    bits = 8 * nf4_bytes(n) / n - 4
+    assert bits == pytest.approx(8 / 64 + 32 / (64 * 256), abs=1e-5)
+    assert nf4_bytes(65) == 33 + 2 + 4 + 4  # 2 blocks, one second-level block
+
+
+class LoRALinear(nn.Module):
+    """W x + B A x with W frozen: A (r, in), B (out, r), as in Hu et al. 2021."""
+
+    def __init__(self, base: nn.Linear, rank: int):
+        super().__init__()
+        self.base = base.requires_grad_(False)
+        self.A = nn.Parameter(torch.randn(rank, base.in_features) * 0.01)
+        self.B = nn.Parameter(torch.zeros(base.out_features, rank))
+
+    def forward(self, x):
+        return self.base(x) + x @ self.A.T @ self.B.T
+
+    @property
+    def weight(self):  # the merged W + BA, for code that reads the matrix (MLA)
+        return self.base.weight + self.B @ self.A
+
+
+def add_lora(model: nn.Module, modules: set[str], rank: int) -> None:
+    model.requires_grad_(False)
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.Linear) and name in modules:
+                setattr(parent, name, LoRALinear(child, rank))
+
+
+@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
+@pytest.mark.parametrize("targets", ["q,k,v,o,gate,up,down", "q,v", "down"])
+def test_lora_trainable_parameters_and_adam_state(model_type, targets):
+    cfg, rank = config(model_type), 3
+    model = build_model(cfg, device="cpu")
+    modules = {m for t in targets.split(",") for m in LORA_TARGETS[t]}
+    add_lora(model, modules, rank)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable)
+    one_step(model, opt, cfg)
+    n = sum(p.numel() for p in trainable)
+    assert lora_params(cfg, rank, targets) == n > 0
+    kept, steps = state_bytes(opt)
+    assert (
+        sum(optimizer_state_bytes(cfg, "adamw", "fp32", "lora", rank, targets).values())
+        == kept
+        == 8 * n
+    )
+    items = training_memory(cfg, "adamw", "fp32", "full", B, T, "lora", rank, targets)
+    assert items["gradients"] == 4 * n == sum(p.grad.numel() * 4 for p in trainable)
+    base = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+    assert items["weights"] == 2 * base + 4 * n  # bf16 base, fp32 adapters
+
+
+def test_lora_by_hand():
+    cfg = config("llama")  # H 16, n_h·d_h 24, n_kv·d_h 12, I 24, L 4
+    per_layer = 2 * (16 + 24) + 2 * (16 + 12) * 2 + 2 * (24 + 16)
+    per_layer += 2 * (16 + 24) * 3  # gate, up, down
+    assert lora_params(cfg, 2, "q,k,v,o,gate,up,down") == 4 * per_layer
+    assert lora_params(cfg, 2, "q,v") == 4 * 2 * (16 + 24 + 16 + 12)
+
+
+def saved_bytes(run, exclude: set[int]) -> tuple[int, list[torch.Tensor]]:
+    """Unique storages' bytes that autograd saves while ``run()`` runs, parameters
+    (storages in ``exclude``) left out; and the saved tensors."""
+    seen, saved = {}, []
+
+    def pack(t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in exclude:
+            seen[ptr] = t.untyped_storage().nbytes()
+            saved.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        run()
+    return sum(seen.values()), saved
+
+
+@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
+def test_full_checkpointing_keeps_the_layer_inputs(model_type):
+    from torch.utils.checkpoint import checkpoint
+
+    cfg = config(model_type)
+    model = build_model(cfg, device="cpu")
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    x0 = torch.randn(B, T, cfg.hidden_size, requires_grad=True)
+
+    out = []
+
+    def run():
+        x = x0
+        for layer in model.layers:
+            x = checkpoint(layer, x, use_reentrant=True)
+        out.append(x)
+
+    kept, _ = saved_bytes(run, params)
+    out[0].sum().backward()  # the recomputation runs (outside the count)
+    assert x0.grad is not None
+    predicted = activation_bytes(cfg, T, B, "full", "fp32")
+    assert kept == predicted["layer inputs"] == 4 * cfg.num_hidden_layers * B * T * 16
+
+
+@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
+def test_selective_drops_the_softmax_output_attention_saves(model_type):
+    cfg = config(model_type)
+    model = build_model(cfg, device="cpu")
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    x = torch.randn(B, T, cfg.hidden_size, requires_grad=True)
+    _, saved = saved_bytes(lambda: [layer(x) for layer in model.layers], params)
+    n_h = cfg.num_attention_heads
+    squares = {  # the (b, n_h, t, t) tensors: probabilities (and softcapped scores)
+        t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+        for t in saved
+        if tuple(t.shape) == (B, n_h, T, T) and t.is_floating_point()
+    }
+    none = activation_bytes(cfg, T, B, "none", "fp32", flash_attention=False)
+    selective = activation_bytes(cfg, T, B, "selective", "fp32", False)
+    dropped = sum(none.values()) - sum(selective.values())
+    L = cfg.num_hidden_layers
+    assert dropped == L * 4 * B * n_h * T * T
+    # Gemma 2 also saves tanh(s / c) of its softcapped scores, the same size
+    extra = 2 if cfg.attn_logit_softcapping else 1
+    assert sum(squares.values()) == extra * dropped
+
+
+def test_flash_attention_leaves_selective_nothing_to_drop():
+    cfg = config("llama")
+    assert activation_bytes(cfg, 64, 2, "selective") == activation_bytes(cfg, 64, 2)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"optimizer": "adam"}, "optimizer must be one of"),
+        ({"precision": "fp16"}, "precision must be one of"),
+        ({"checkpointing": "some"}, "checkpointing must be one of"),
+        ({"method": "lora", "targets": "q,x"}, "a LoRA target must be one of"),
+        ({"method": "lora", "targets": "q,q"}, "each be given once"),
+        ({"method": "lora", "lora_rank": 0}, "lora_rank"),
+        ({"seq_len": 0}, "seq_len"),
+    ],
+)
+def test_bad_options_are_one_line_errors(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        training_memory(config("llama"), **kwargs)
