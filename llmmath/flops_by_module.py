@@ -29,15 +29,20 @@ activations, softmax and RoPE are elementwise and left out, as in
 How other tools differ (checked on tiny models in ``tests/test_flops_by_module.py``):
 
 - torch's ``FlopCounterMode`` counts matmuls as these rows do and agrees exactly with
-  ``attention="full"`` on the reference modules, forward and backward. Its backward
+  ``attention="full"`` on the reference modules, forward and backward, and
+  with every layer under ``torch.utils.checkpoint`` on the whole step with
+  ``recompute="full"``. Its backward
   attribution by module (``torch.utils.module_tracker``) keeps a module open until its
   input's gradient is complete, so leaves that share an input (q/k/v, gate/up)
   also collect their siblings' backward matmuls; its counts are exact for each
   ``self_attn``, ``mlp``, layer and the LM head. In the reference MLA the ``kv_b_proj``
   expansion is an einsum on its weight and is counted under ``self_attn``.
-- Under ``scaled_dot_product_attention`` FlopCounterMode counts the kernel as all t²
-  pairs; calflops counts no attention scores at all there (it hooks modules and
-  ``torch.nn.functional`` calls, and sdpa is not among them).
+- Under ``scaled_dot_product_attention`` FlopCounterMode counts the fused kernels it
+  has a formula for (flash, memory-efficient, cuDNN; on the ``meta`` device) as all t²
+  pairs, ``is_causal`` or not, and torch 2.13's CPU kernel
+  (``_scaled_dot_product_flash_attention_for_cpu``) as 0; calflops counts no attention
+  scores there at all (it patches ``torch.nn.functional`` calls, and sdpa is not among
+  them).
 - transformers' grouped experts (``grouped_mm``/the fused MoE kernels) are ops
   FlopCounterMode has no formula for, so it counts the experts as 0; the eager experts
   of `llmmath.modules.MoE` (one ``nn.Linear`` per expert) are counted.

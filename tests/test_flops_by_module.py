@@ -16,6 +16,7 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -263,3 +264,37 @@ def test_the_tiny_models_are_what_their_names_say():
         cfg = tiny(next(k for k in TINY if k.startswith(key)))
         assert cfg.is_moe and cfg.num_local_experts > cfg.num_experts_per_tok, key
     assert tiny("deepseek_v3 (MLA)").is_mla and tiny("deepseek_v3 (MLA)").dense_layers
+
+
+def test_full_recomputation_measured_with_checkpoint():
+    """Every layer under torch.utils.checkpoint: FlopCounterMode's whole step (forward,
+    backward, the layers' forward again) equals the rows' training FLOPs."""
+    from torch.utils.checkpoint import checkpoint
+
+    from llmmath.modules import build_model
+
+    cfg = tiny("mixtral (eager experts)")
+    model = build_model(cfg, device="cpu", dtype=torch.float64)
+    ids = torch.randint(0, cfg.vocab_size, (BATCH, T), generator=torch.manual_seed(0))
+    with FlopCounterMode(display=False) as counter:
+        x = model.embed_tokens(ids)
+        for i, layer in enumerate(model.layers):
+            x = checkpoint(layer, x, None, i, use_reentrant=False)
+        model.lm_head(model.norm(x)).pow(2).mean().backward()
+    rows = module_flops(cfg, T, BATCH, "full", "full")
+    assert counter.get_total_flops() == sum(r.training for r in rows)
+    assert sum(r.recompute for r in rows) == sum(r.forward for r in rows[1:-1])
+
+
+def test_flop_counter_under_sdpa_is_not_causal():
+    """The stated difference: FlopCounterMode's sdpa formula counts all t² pairs
+    whatever ``is_causal`` (on meta); torch 2.13's CPU kernel has no formula (0)."""
+    full = 2 * (2 * 2 * 8 * 8 * 4)  # QKᵀ and AV, b = 1, n_h = 2, t = 8, d_h = 4
+    for device in ("meta", "cpu"):
+        q = torch.ones(1, 2, 8, 4, device=device)
+        for causal in (False, True):
+            with FlopCounterMode(display=False) as counter:
+                F.scaled_dot_product_attention(q, q, q, is_causal=causal)
+            assert counter.get_total_flops() in (
+                (full,) if device == "meta" else (0, full)
+            )
