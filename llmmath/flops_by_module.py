@@ -29,12 +29,12 @@ activations, softmax and RoPE are elementwise and left out, as in
 How other tools differ (checked on tiny models in ``tests/test_flops_by_module.py``):
 
 - torch's ``FlopCounterMode`` counts matmuls as these rows do and agrees exactly with
-  ``attention="full"`` on the reference modules, forward and backward, and
-  with every layer under ``torch.utils.checkpoint`` on the whole step with
-  ``recompute="full"``. Its backward
-  attribution by module (``torch.utils.module_tracker``) keeps a module open until its
-  input's gradient is complete, so leaves that share an input (q/k/v, gate/up)
-  also collect their siblings' backward matmuls; its counts are exact for each
+  ``attention="full"`` on the reference modules, forward and backward, and with
+  every layer under ``torch.utils.checkpoint`` on the whole step with
+  ``recompute="full"``. Its backward attribution by module
+  (``torch.utils.module_tracker``) keeps a module open until its input's gradient is
+  complete, so leaves that share an input (q/k/v, gate/up) also collect their
+  siblings' backward matmuls; its counts are exact for each
   ``self_attn``, ``mlp``, layer and the LM head. In the reference MLA the ``kv_b_proj``
   expansion is an einsum on its weight and is counted under ``self_attn``.
 - Under ``scaled_dot_product_attention`` FlopCounterMode counts the fused kernels it
