@@ -532,6 +532,9 @@ def build_parser() -> argparse.ArgumentParser:
     from llmmath.parallel_cli import add_commands as add_parallel  # many GPUs
 
     add_parallel(sub, command, _count_up_to(MAX_SEQ_LEN), _Once)
+    from llmmath.training_cli import add_commands as add_training  # train-memory
+
+    add_training(sub, command, _count_up_to(MAX_SEQ_LEN), _Once)
 
     sub.add_parser(
         "coursework",

@@ -65,7 +65,8 @@ NF4_ABSMAX_BLOCK = 256
 
 def _check(name: str, value: str, allowed) -> None:
     if value not in allowed:
-        raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+        shown = value if len(value) <= 40 else f"{value[:40]}..."
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {shown!r}")
 
 
 def parameter_tensors(cfg: ModelConfig) -> list[tuple[str, tuple[int, ...], int]]:
@@ -129,6 +130,21 @@ def _trainable_tensors(
     for (o, i), n in lora_matrices(cfg, targets):
         out += [((rank, i), n), ((o, rank), n)]
     return out
+
+
+def trainable_params(
+    cfg: ModelConfig,
+    method: str = "full",
+    lora_rank: int = 16,
+    targets="q,k,v,o,gate,up,down",
+) -> int:
+    """Parameters the optimizer updates: every one but DeepSeek-V3's router score
+    bias (``full``), or the adapters' (`lora_params`, ``lora`` and ``qlora``)."""
+    _check("method", method, METHODS)
+    return sum(
+        n * math.prod(shape)
+        for shape, n in _trainable_tensors(cfg, method, lora_rank, targets)
+    )
 
 
 def nf4_bytes(numel: int) -> int:
@@ -286,10 +302,7 @@ def training_memory(
     """
     state = optimizer_state_bytes(cfg, optimizer, precision, method, lora_rank, targets)
     w, g, _, _ = PRECISIONS[precision]
-    trainable = sum(
-        n * math.prod(shape)
-        for shape, n in _trainable_tensors(cfg, method, lora_rank, targets)
-    )
+    trainable = trainable_params(cfg, method, lora_rank, targets)
     if method == "full":
         base = w * (count_params(cfg).total - trainable)  # DeepSeek-V3's score bias
     else:

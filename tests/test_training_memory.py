@@ -291,3 +291,60 @@ def test_flash_attention_leaves_selective_nothing_to_drop():
 def test_bad_options_are_one_line_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         training_memory(config("llama"), **kwargs)
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    from llmmath.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(list(argv))
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_cli_train_memory_json_is_the_functions_answer():
+    import json
+
+    from llmmath import presets
+
+    status, out, _ = run_cli(
+        "train-memory", "llama-3-8b", "--method", "qlora", "--lora-rank", "64",
+        "--lora-targets", "q,v", "--optimizer", "adam8bit", "--json",
+    )  # fmt: skip
+    assert status == 0
+    r = json.loads(out)
+    cfg = presets.load("llama-3-8b")
+    expected = training_memory(cfg, "adam8bit", "mixed", "none", 1, 4096, "qlora", 64,
+                               "q,v")  # fmt: skip
+    assert r["items"] == expected and r["total_bytes"] == sum(expected.values())
+    # by hand: 32 layers x 64 x ((4096 + 4096) + (4096 + 1024)) adapters
+    assert r["trainable_params"] == 32 * 64 * (8192 + 5120) == 27_262_976
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--lora-rank", "8"], "--lora-rank and --lora-targets apply to"),
+        (["--method", "lora", "--lora-targets", "q,q"], "each be given once"),
+        (["--optimizer", "sgd", "--optimizer", "sgd"], "given twice"),
+        (["--precision", "fp16"], "invalid choice"),
+        (["--batch", "0"], "positive integer"),
+    ],
+)
+def test_cli_train_memory_bad_options(argv, message):
+    status, out, err = run_cli("train-memory", "gpt2", *argv)
+    assert status == 2 and out == "" and message in err and err.count("\n") == 1
+
+
+def test_cli_choices_are_the_modules():
+    from llmmath import training
+    from llmmath.training_cli import ALL_TARGETS, CHOICES
+
+    assert CHOICES["--optimizer"][0] == training.OPTIMIZERS
+    assert CHOICES["--precision"][0] == tuple(training.PRECISIONS)
+    assert CHOICES["--checkpointing"][0] == training.CHECKPOINTING
+    assert CHOICES["--method"][0] == training.METHODS
+    assert ALL_TARGETS == ",".join(training.LORA_TARGETS)
