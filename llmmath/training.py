@@ -249,7 +249,9 @@ def activation_bytes(
     excepted). ``selective``: the same without the attention's s²-sized softmax output,
     recomputed in the backward pass (Sec. 5; with FlashAttention there is none to
     drop). ``full``: each layer's input, b·t·H elements per layer (Sec. 5), plus one
-    layer's activations rebuilt during its backward pass (the peak).
+    layer's activations rebuilt during its backward pass (the peak). Sized as
+    `activation_bytes_per_layer` sizes a block: for MLA it counts d_h-wide heads, not
+    the latent layout, and for MoE k + S experts' full activations per token.
 
     Raises:
         ConfigError: an unknown option, or a size that is not a positive integer.

@@ -8,7 +8,11 @@ its layout arithmetic is checked, against its documented block size and threshol
 Activations: full checkpointing's kept bytes equal what
 `torch.autograd.graph.saved_tensors_hooks` counts (unique storages, parameters
 excluded) under torch's reentrant checkpoint; the s²-sized softmax output that
-selective checkpointing drops equals the probabilities the reference attention saves.
+selective checkpointing drops equals the probabilities the reference attention saves;
+without checkpointing, Llama- and GPT-2-style blocks keep the formula's bytes plus an
+exactly stated remainder (eager norms' intermediates, repeat_kv's copies, RoPE's
+tables, the mask). Not checked against torch: the no-checkpointing totals of q/k-norm,
+MoE, MLA, sandwich-norm and softcapped blocks.
 LoRA: adapters built with plain torch (no peft), their count and Adam state.
 """
 
@@ -348,3 +352,36 @@ def test_cli_choices_are_the_modules():
     assert CHOICES["--checkpointing"][0] == training.CHECKPOINTING
     assert CHOICES["--method"][0] == training.METHODS
     assert ALL_TARGETS == ",".join(training.LORA_TARGETS)
+
+
+#: The types whose block is Llama's or GPT-2's (no q/k norms, experts, latent
+#: attention, sandwich norms or softcapping): their difference is stated exactly.
+PLAIN_BLOCKS = ["llama", "mistral", "qwen2", "minimind", "gemma", "phi3", "gpt2"]
+
+
+@pytest.mark.parametrize("model_type", PLAIN_BLOCKS)
+def test_no_checkpointing_against_saved_tensors(model_type):
+    """A plain pre-norm block in fp32, eager attention: what autograd keeps is the
+    formula plus, per layer, exactly what the reference modules save beyond it: each
+    eager RMSNorm's rsqrt (b·t) and x·rsqrt (b·t·H), or each LayerNorm's
+    sqrt(var + eps) (b·t), x − mean and its quotient (2·b·t·H); `repeat_kv`'s K and V
+    copies n_h·d_h wide instead of n_kv·d_h; RoPE's cos and sin for q and for k
+    (4 × t·d_h); and the causal mask (t² booleans)."""
+    cfg = config(model_type)
+    model = build_model(cfg, device="cpu")
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    x = torch.randn(B, T, cfg.hidden_size, requires_grad=True)
+
+    def run():
+        h = x
+        for layer in model.layers:
+            h = layer(h)
+
+    kept, _ = saved_bytes(run, params)
+    formula = sum(activation_bytes(cfg, T, B, "none", "fp32", False).values())
+    H, d_h = cfg.hidden_size, cfg.head_dim
+    q, kv = cfg.num_attention_heads * d_h, cfg.num_key_value_heads * d_h
+    norm = 4 * B * T + (4 if cfg.norm_type == "rmsnorm" else 8) * B * T * H
+    rope = 4 * 4 * T * d_h if cfg.position_embedding_type == "rope" else 0
+    per_layer = 2 * norm + 2 * 4 * B * T * (q - kv) + rope + T * T
+    assert kept - formula == cfg.num_hidden_layers * per_layer
