@@ -55,7 +55,8 @@ def train_memory_report(
         raise ConfigError("--lora-rank and --lora-targets apply to --method lora/qlora")
     if attention not in ("flash", "eager"):
         raise ConfigError(f"attention must be flash or eager; got {attention!r}")
-    rank, targets = lora_rank or 16, lora_targets or ALL_TARGETS
+    rank = 16 if lora_rank is None else lora_rank
+    targets = ALL_TARGETS if lora_targets is None else lora_targets
     flash = attention == "flash"
     items = training.training_memory(
         cfg, optimizer, precision, checkpointing, batch, seq_len, method, rank,

@@ -333,6 +333,7 @@ def test_cli_train_memory_json_is_the_functions_answer():
     [
         (["--lora-rank", "8"], "--lora-rank and --lora-targets apply to"),
         (["--method", "lora", "--lora-targets", "q,q"], "each be given once"),
+        (["--method", "qlora", "--lora-targets", ""], "a LoRA target must be one of"),
         (["--optimizer", "sgd", "--optimizer", "sgd"], "given twice"),
         (["--precision", "fp16"], "invalid choice"),
         (["--batch", "0"], "positive integer"),
