@@ -20,35 +20,37 @@ torch nor SymPy, so they answer in a fraction of a second.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
 
-from llmmath import presets
 from llmmath.config import ConfigError, ModelConfig
-from llmmath.counting import GROUPS, NON_EMBEDDING_CONVENTION, ParamCount, count_params
-from llmmath.kvcache import (
-    LAYOUTS,
-    cached_tokens,
-    cached_tokens_per_layer,
-    kv_cache_bytes,
-    kv_cache_bytes_per_token,
-    kv_values_per_token_per_layer,
+from llmmath.errors import one_line
+from llmmath.reports import (  # re-exported: chapters and tests import them from here
+    flops_report,
+    format_table,
+    kv_cache_report,
+    params_report,
+    resolve,
 )
-from llmmath.units import DTYPE_BITS, dtype_bits, human_bytes
+
+__all__ = [
+    "MAX_BATCH",
+    "MAX_SEQ_LEN",
+    "build_parser",
+    "flops_report",
+    "format_table",
+    "kv_cache_report",
+    "main",
+    "one_line",
+    "params_report",
+    "resolve",
+]
 
 #: The CLI's bounds on sizes given as arguments (the calculator page uses the same).
 MAX_SEQ_LEN = 10**8
 MAX_BATCH = 10**6
-
-
-def one_line(message: str) -> str:
-    """``message`` with every line break escaped (``\\n``, ``\\r`` and the others
-    `str.splitlines` splits on), so that an error is one line whatever a user typed."""
-    return message.translate(_LINE_BREAKS)
-
-
-_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -69,89 +71,9 @@ class _Once(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def resolve(model: str, revision: str | None = None) -> tuple[str, ModelConfig]:
-    """A path to a ``config.json``, a preset name or a hub id → (display name, config).
-
-    Precedence: a file that exists wins; a name ending in ``.json`` is a file; a name
-    with a ``/`` is a hub id ``org/name``, read from the local Hugging Face cache at
-    ``revision`` (default main; `llmmath.hub`); any other name is a preset.
-
-    Raises:
-        ConfigError: no such file, preset or cached model; an invalid hub id; a
-        ``revision`` given with anything but a hub id; or the config is invalid.
-    """
-    is_file = os.path.exists(model) or model.endswith(".json")
-    if not is_file and ("/" in model or os.sep in model):
-        from llmmath import hub
-
-        shown = model if revision is None else f"{model}@{revision}"
-        return shown, hub.load_config(model, revision)
-    if revision is not None:
-        raise ConfigError(
-            f"--revision applies to a hub id (org/name), not to {model!r}"
-        )
-    if is_file:
-        return model, ModelConfig.from_hf_config(model)
-    return presets.get(model).title, presets.load(model)
-
-
-def format_table(name: str, counts: ParamCount) -> str:
-    """The human-readable breakdown: tensor, formula, exact count, share of total."""
-    total = counts.total
-    rows = [(t.name, t.formula, counts.total_of(t)) for t in counts.tensors]
-    if counts.tie_word_embeddings:
-        rows.append(("lm_head.weight", "tied to embed_tokens", 0))
-
-    def share(c: int) -> str:
-        return (
-            f"{c / total:>7.2%}"
-            if c == 0 or c / total >= 1e-4
-            else f"{c / total:>7.4%}"
-        )
-
-    w_name = max(len(r[0]) for r in rows) + 2
-    w_form = max(len(r[1]) for r in rows) + 2
-    lines = [
-        f"{name}: {total:,} parameters ({total / 1e9:.3f} B, 1 B = 10^9)",
-        "",
-        f"{'tensor':<{w_name}}{'formula':<{w_form}}{'parameters':>17}  {'share':>7}",
-    ]
-    lines += [f"{n:<{w_name}}{f:<{w_form}}{c:>17,}  {share(c)}" for n, f, c in rows]
-    lines += ["", f"{'group':<{w_name}}{'':<{w_form}}{'parameters':>17}  {'share':>7}"]
-    lines += [
-        f"{g:<{w_name}}{'':<{w_form}}{c:>17,}  {share(c)}"
-        for g, c in counts.by_group().items()
-        if g in GROUPS
-    ]
-    lines += [
-        "",
-        f"{'per layer':<{w_name}}{'':<{w_form}}{counts.per_layer:>17,}",
-        f"{'non-embedding':<{w_name}}{'':<{w_form}}{counts.non_embedding:>17,}",
-        *(
-            [f"{'active per token (MoE)':<{w_name}}{'':<{w_form}}{counts.active:>17,}"]
-            if counts.active != total
-            else []
-        ),
-        f"{'total':<{w_name}}{'':<{w_form}}{total:>17,}",
-        *(
-            [f"{'MTP module (not in total)':<{w_name}}{'':<{w_form}}{counts.mtp:>17,}"]
-            if counts.mtp
-            else []
-        ),
-        "",
-        NON_EMBEDDING_CONVENTION,
-    ]
-    return "\n".join(lines)
-
-
-def params_report(name: str, cfg: ModelConfig) -> dict:
-    """What ``params --json`` prints: the model's name and `ParamCount.as_dict`
-    (parameters; ``"total"`` is the exact count, ``"active"`` the parameters one token
-    uses)."""
-    return {"model": name, **count_params(cfg).as_dict()}
-
-
 def _params(args: argparse.Namespace) -> int:
+    from llmmath.counting import count_params
+
     name, cfg = resolve(args.model, args.revision)
     counts = count_params(cfg)
     if args.json:
@@ -161,76 +83,9 @@ def _params(args: argparse.Namespace) -> int:
     return 0
 
 
-def kv_cache_report(
-    name: str,
-    cfg: ModelConfig,
-    seq_len: int,
-    batch: int = 1,
-    dtype: str = "bf16",
-    layout: str = "latent",
-    between_steps: bool = False,
-) -> dict:
-    """What ``kv-cache --json`` prints: ``"bytes"`` for the whole batch and
-    ``"bytes_per_token"`` of one sequence (`llmmath.kvcache`), with the sizes they
-    follow from. ``layout`` (``"latent"`` or ``"expanded"``) matters only for
-    multi-head latent attention; with it the report adds ``"latent_values"`` (d_c +
-    d_r) and ``"expanded_values"`` per layer and token. ``"sliding_window_tokens"``
-    says what a sliding layer counts: ``"W (during the attention call)"``, or with
-    ``between_steps`` ``"W - 1 (between steps, as transformers keeps them)"``; None
-    for a model without a sliding window.
-
-    Raises:
-        ConfigError: an unknown ``dtype`` or ``layout``, or a length or batch that is
-        not a positive int.
-    """
-    dtype_bits(dtype)  # refuse an unknown dtype first
-    report = {
-        "model": name,
-        "bytes": kv_cache_bytes(cfg, batch, seq_len, dtype, layout, between_steps),
-        "bytes_per_token": kv_cache_bytes_per_token(cfg, dtype, layout),
-        "batch": batch,
-        "seq_len": seq_len,
-        "cached_tokens": cached_tokens(cfg, seq_len, between_steps),
-        "sliding_window": cfg.sliding_window,
-        "sliding_window_tokens": _window_tokens(cfg, between_steps),
-        "dtype": dtype,
-        "num_hidden_layers": cfg.num_hidden_layers,
-        "num_key_value_heads": cfg.num_key_value_heads,
-        "head_dim": cfg.head_dim,
-        "formula": "2 * L * batch * cached_tokens * n_kv * d_h * bytes_per_element",
-        "layout": layout,
-    }
-    if cfg.layer_types is not None:
-        report["cached_tokens_per_layer"] = cached_tokens_per_layer(
-            cfg, seq_len, between_steps
-        )
-        report["formula"] = (
-            "2 * batch * sum over layers of cached_tokens[layer] * n_kv * d_h * "
-            "bytes_per_element"
-        )
-    if cfg.is_mla:
-        report["latent_values"] = kv_values_per_token_per_layer(cfg, "latent")
-        report["expanded_values"] = kv_values_per_token_per_layer(cfg, "expanded")
-        report["formula"] = (
-            "L * batch * cached_tokens * (kv_lora_rank + qk_rope_head_dim) * "
-            "bytes_per_element"
-            if layout == "latent"
-            else "L * batch * cached_tokens * n_h * (qk_nope_head_dim + "
-            "qk_rope_head_dim + v_head_dim) * bytes_per_element"
-        )
-    return report
-
-
-def _window_tokens(cfg: ModelConfig, between_steps: bool) -> str | None:
-    """What a sliding layer of ``cfg`` counts (`llmmath.kvcache`, *Which W*)."""
-    if cfg.sliding_window is None:
-        return None
-    if between_steps:
-        return "W - 1 (between steps, as transformers keeps them)"
-    return "W (during the attention call)"
-
-
 def _kv_cache(args: argparse.Namespace) -> int:
+    from llmmath.units import dtype_bits, human_bytes
+
     name, cfg = resolve(args.model, args.revision)
     paged = None
     if args.block_size is not None:  # whole blocks of B tokens (llmmath.paged_cache)
@@ -299,50 +154,6 @@ def _cache_kind(cfg: ModelConfig, layout: str) -> str:
         f"sliding window {cfg.sliding_window} on {sliding} of "
         f"{cfg.num_hidden_layers} layers"
     )
-
-
-def _number(value):
-    """An exact Fraction as an int when whole, else a float (JSON has no fractions)."""
-    return int(value) if value.denominator == 1 else float(value)
-
-
-def flops_report(
-    name: str, cfg: ModelConfig, seq_len: int, attention: str = "causal"
-) -> dict:
-    """What ``flops --json`` prints: ``"forward_flops_per_token"`` (FLOPs) and its parts
-    (`llmmath.flops.forward_flops_per_token`), with the literature's conventions."""
-    from fractions import Fraction
-
-    from llmmath.flops import CONVENTIONS, forward_flops_per_token
-
-    f = forward_flops_per_token(cfg, seq_len, attention)
-    averaging = (
-        "full: every token against all T keys, 4*L*T*n_h*d_h per token"
-        if attention == "full"
-        else "causal: token i (1-based) reads i keys (at most sliding_window), "
-        "averaged over the T positions of the sequence: 4*L*n_h*d_h*pairs/T"
-    )
-    return {
-        "model": name,
-        "seq_len": seq_len,
-        "attention": attention,
-        "forward_flops_per_token": _number(f.total),
-        "forward_flops_per_token_exact": str(f.total),
-        "parts": {
-            "attention_projections": f.parts["attention"],
-            "ffn": f.parts["ffn"],
-            "lm_head": f.parts["lm_head"],
-            "attention_qk_av": _number(f.attention),
-        },
-        "matmul_flops_per_token": f.matmul,
-        "averaging": averaging,
-        "counted": "2 x every matmul weight (LM head included, tied or not) + QK^T "
-        "and AV; the embedding lookup, biases, norms, activations and softmax are not "
-        "counted",
-        "conventions": {
-            k: _number(Fraction(fn(cfg, seq_len))) for k, fn in CONVENTIONS.items()
-        },
-    }
 
 
 def _flops(args: argparse.Namespace) -> int:
@@ -421,30 +232,9 @@ def _count_up_to(limit: int):
     return count
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="python -m llmmath",
-        description="Exact parameters, KV cache bytes and FLOPs of decoder-only "
-        "language models.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    def command(name: str, run, help: str, description: str) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help, description=description)
-        cmd.add_argument(
-            "model",
-            metavar="MODEL",
-            help="preset name, path to a config.json, or hub id org/name (read from "
-            "the local Hugging Face cache)",
-        )
-        cmd.add_argument(
-            "--revision",
-            action=_Once,
-            help="hub id only: branch, tag or commit hash (default main)",
-        )
-        cmd.add_argument("--json", action="store_true", help="print one JSON object")
-        cmd.set_defaults(run=run)
-        return cmd
+def _add_params(sub, command, count, once) -> None:
+    """Add ``params`` (`llmmath.reports.params_report` and `format_table`)."""
+    from llmmath import presets
 
     command(
         "params",
@@ -454,6 +244,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"({', '.join(presets.names())}), a path to a config.json or a hub id "
         "org/name (its config.json from the local Hugging Face cache).",
     )
+
+
+def _add_kv_cache(sub, command, count, once) -> None:
+    """Add ``kv-cache`` (`llmmath.reports.kv_cache_report`)."""
+    from llmmath.kvcache import LAYOUTS
+    from llmmath.units import DTYPE_BITS
+
     k = command(
         "kv-cache",
         _kv_cache,
@@ -499,6 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="count W - 1 tokens per sliding-window layer, what transformers keeps "
         "between forward calls (default: W, what exists during the attention call)",
     )
+
+
+def _add_flops(sub, command, count, once) -> None:
+    """Add ``flops`` (`llmmath.reports.flops_report`, `llmmath.flops_by_module`)."""
     f = command(
         "flops",
         _flops,
@@ -526,23 +327,90 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --by-module: activation recomputation (default none)",
     )
 
-    from llmmath.serving_cli import add_commands  # memory, speculative, measure
 
-    add_commands(sub, command, _count_up_to(MAX_SEQ_LEN), _Once)
-    from llmmath.parallel_cli import add_commands as add_parallel  # many GPUs
-
-    add_parallel(sub, command, _count_up_to(MAX_SEQ_LEN), _Once)
-    from llmmath.training_cli import add_commands as add_training  # train-memory
-
-    add_training(sub, command, _count_up_to(MAX_SEQ_LEN), _Once)
-
+def _add_coursework(sub, command, count, once) -> None:
+    """List ``coursework`` for ``--help``; `main` hands its arguments to
+    `llmmath.coursework.cli`, which has its own parser."""
     sub.add_parser(
         "coursework",
         help="coursework: hand out signed sheets, grade them in a sandbox",
         description="The teacher's commands (handout, key, editions, grade); "
         "`python -m llmmath coursework --help` lists them.",
         add_help=False,
-    )  # listed here for --help; main() hands its arguments to llmmath.coursework.cli
+    )
+
+
+#: Every command in ``--help``'s order, with what adds it: a function here, or the
+#: module whose ``add_commands(sub, command, count, once)`` adds that group.
+_BUILDERS = (
+    (("params",), _add_params),
+    (("kv-cache",), _add_kv_cache),
+    (("flops",), _add_flops),
+    (("memory", "speculative", "measure"), "llmmath.serving_cli"),
+    (("parallel",), "llmmath.parallel_cli"),
+    (("train-memory",), "llmmath.training_cli"),
+    (("coursework",), _add_coursework),
+)
+#: The command names, in ``--help``'s order.
+COMMANDS = tuple(name for names, _ in _BUILDERS for name in names)
+
+
+class _Only:
+    """The subparsers of `build_parser` as a builder sees them: the command ``only``
+    is added in full; any other gets an empty placeholder in its place (keeping the
+    order of the choices) while its options go to a parser that is thrown away."""
+
+    def __init__(self, sub, only: str | None) -> None:
+        self.sub, self.only = sub, only
+
+    def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
+        if self.only is None or name == self.only:
+            return self.sub.add_parser(name, **kwargs)
+        self.sub.add_parser(name, add_help=False)
+        return _Parser(prog=name, add_help=False)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of ``python -m llmmath``: every command, or with ``only`` (one of
+    `COMMANDS`) that command in full and the others as empty placeholders, so that a
+    command imports only what it uses (a group's module, such as
+    `llmmath.serving_cli`, loads only when one of its commands is built)."""
+    parser = _Parser(
+        prog="python -m llmmath",
+        description="Exact parameters, KV cache bytes and FLOPs of decoder-only "
+        "language models.",
+    )
+    sub = _Only(
+        parser.add_subparsers(dest="command", required=True, parser_class=_Parser),
+        only if only in COMMANDS else None,
+    )
+
+    def command(name: str, run, help: str, description: str) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help, description=description)
+        cmd.add_argument(
+            "model",
+            metavar="MODEL",
+            help="preset name, path to a config.json, or hub id org/name (read from "
+            "the local Hugging Face cache)",
+        )
+        cmd.add_argument(
+            "--revision",
+            action=_Once,
+            help="hub id only: branch, tag or commit hash (default main)",
+        )
+        cmd.add_argument("--json", action="store_true", help="print one JSON object")
+        cmd.set_defaults(run=run)
+        return cmd
+
+    count, once = _count_up_to(MAX_SEQ_LEN), _Once
+    for names, add in _BUILDERS:
+        if sub.only is not None and sub.only not in names:
+            for name in names:
+                sub.add_parser(name)
+            continue
+        if isinstance(add, str):
+            add = importlib.import_module(add).add_commands
+        add(sub, command, count, once)
     return parser
 
 
@@ -573,7 +441,8 @@ def _run(argv: list[str]) -> int:
             from llmmath.coursework.cli import main as coursework_main
 
             return coursework_main(argv[1:])
-        args = build_parser().parse_args(argv)
+        only = argv[0] if argv and argv[0] in COMMANDS else None
+        args = build_parser(only).parse_args(argv)
     except SystemExit as e:  # argparse: --help (0) or a bad argument (2, one line)
         return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
     try:

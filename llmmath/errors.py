@@ -1,4 +1,4 @@
-"""The package's error type and its one positive-integer check.
+"""The package's error type, its one positive-integer check, and `one_line`.
 
 A leaf module (standard library only), so that `llmmath.config` and the sizing rules it
 uses (`llmmath.ffn`) can both import it without importing each other.
@@ -22,3 +22,12 @@ def check_positive_int(name: str, value: Any) -> None:
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
     if value <= 0:
         raise ConfigError(f"{name} must be a positive integer, got {value}")
+
+
+def one_line(message: str) -> str:
+    """``message`` with every line break escaped (``\\n``, ``\\r`` and the others
+    `str.splitlines` splits on), so that an error is one line whatever a user typed."""
+    return message.translate(_LINE_BREAKS)
+
+
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}

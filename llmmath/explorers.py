@@ -823,13 +823,18 @@ def calculator(state: Mapping) -> View:
     batch, a length, the weights' format, the KV cache's format and a GPU of the
     catalogue (`llmmath.gpus`) → parameters by group (total and active), the KV cache,
     forward FLOPs per token and weights + cache against the GPU, computed by the CLI's
-    own functions: `llmmath.cli.params_report`, `kv_cache_report`, `flops_report`
-    and `llmmath.serving_cli.memory_report` (what ``python -m llmmath memory MODEL
+    own functions (`llmmath.reports`): `params_report`, `kv_cache_report`,
+    `flops_report` and `memory_report` (what ``python -m llmmath memory MODEL
     --weights W --kv-dtype D --batch B --seq-len T --gpu G --json`` prints). A bad
     config shows the CLI's one-line message."""
-    from llmmath.cli import flops_report, kv_cache_report, params_report
     from llmmath.gpus import DEFAULT_GPU, GPUS
-    from llmmath.serving_cli import WEIGHTS, memory_report
+    from llmmath.reports import (
+        WEIGHTS,
+        flops_report,
+        kv_cache_report,
+        memory_report,
+        params_report,
+    )
     from llmmath.units import human_bytes
 
     state = {

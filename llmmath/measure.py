@@ -162,15 +162,15 @@ def measure_report(
     synchronisation of several threads per small operation, which the roofline leaves
     out, would dominate); torch's setting is restored after.
 
-    ``model`` is anything `llmmath.cli.resolve` takes (a hub id at ``revision``).
+    ``model`` is anything `llmmath.reports.resolve` takes (a hub id at ``revision``).
 
     Raises:
         ConfigError: an unknown model, or one above `MAX_PARAMS` parameters.
     """
     import torch
 
-    from llmmath.cli import resolve
     from llmmath.counting import count_params
+    from llmmath.reports import resolve
 
     if model is None:
         name, cfg = DEFAULT_MODEL, reference_config()

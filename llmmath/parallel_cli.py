@@ -106,7 +106,7 @@ def _tokens(text: str, limit: int = 10**18) -> int:
 
 
 def _parallel(args: argparse.Namespace) -> int:
-    from llmmath.cli import resolve
+    from llmmath.reports import resolve
 
     name, cfg = resolve(args.model, args.revision)
     report = parallel_report(

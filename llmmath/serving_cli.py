@@ -17,77 +17,16 @@ import argparse
 import json
 import math
 
-from llmmath.config import ModelConfig
-from llmmath.gpus import DEFAULT_GPU, GPUS, gpu_named
+from llmmath.gpus import DEFAULT_GPU, GPUS
+from llmmath.reports import WEIGHTS, memory_report  # re-exported, as before
 from llmmath.units import DTYPE_BITS, human_bytes
 
 #: The GPUs ``--gpu`` accepts: the one catalogue, `llmmath.gpus.GPUS`.
 GPU_NAMES = tuple(GPUS)
-#: Weight formats of ``--weights`` (`llmmath.quantization.WEIGHT_FORMATS` and bf16).
-WEIGHTS = ("bf16", "fp8", "int8", "int4")
-
-
-def memory_report(
-    name: str,
-    cfg: ModelConfig,
-    weights: str = "bf16",
-    group_size: int | None = None,
-    kv_dtype: str = "bf16",
-    batch: int = 1,
-    seq_len: int = 4096,
-    gpu: str = DEFAULT_GPU,
-) -> dict:
-    """What ``memory --json`` prints, and what the calculator page shows:
-    ``"weight_bytes"`` (`llmmath.quantization.quantized_bytes`: block matrices in
-    ``weights`` with a bf16 scale per group, embedding, LM head and norms in bf16),
-    ``"kv_cache_bytes"``, ``"total_bytes"``, ``"fits"`` (total ≤ ``"gpu_bytes"``, the
-    GPU's capacity by the catalogue's one rule, `llmmath.gpus`), and
-    `llmmath.memory.serving_fit`'s ``"max_batch"`` (of ``seq_len``-token sequences)
-    and ``"max_seq_len"`` (for ``batch`` sequences, at most the model's
-    ``"context_limit"``). Bytes are exact ints.
-
-    Raises:
-        ConfigError: an unknown format, dtype or GPU, a group size for bf16, or a size
-        that is not a positive integer.
-    """
-    from llmmath.memory import serving_fit
-    from llmmath.quantization import quantized_bytes, weight_format
-
-    card = gpu_named(gpu)
-    fmt = weight_format(weights, group_size)
-    items = quantized_bytes(cfg, fmt)
-    fit = serving_fit(
-        cfg,
-        card.memory,
-        batch,
-        seq_len,
-        cache_dtype=kv_dtype,
-        weights=sum(items.values()),
-    )
-    cache, total = fit.cache_bytes, fit.total_bytes
-    return {
-        "model": name,
-        "weights": weights,
-        "group_size": fmt.group_size if fmt else None,
-        "weight_bytes": sum(items.values()),
-        "weight_items": items,
-        "kv_dtype": kv_dtype,
-        "batch": batch,
-        "seq_len": seq_len,
-        "kv_cache_bytes": cache,
-        "total_bytes": total,
-        "gpu": card.name,
-        "gpu_bytes": card.memory,
-        "fits": card.fits(total),
-        "max_batch": fit.max_batch,
-        "max_seq_len": fit.max_seq_len,
-        "context_limit": fit.context_limit,
-        "left_out": "activations, the CUDA context and allocator fragmentation",
-    }
 
 
 def _memory(args: argparse.Namespace) -> int:
-    from llmmath.cli import resolve
+    from llmmath.reports import resolve
 
     name, cfg = resolve(args.model, args.revision)
     r = memory_report(

@@ -93,7 +93,7 @@ def train_memory_report(
 
 
 def _train_memory(args: argparse.Namespace) -> int:
-    from llmmath.cli import resolve
+    from llmmath.reports import resolve
 
     name, cfg = resolve(args.model, args.revision)
     r = train_memory_report(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
-        from llmmath.cli import one_line  # line breaks a user typed, escaped
+        from llmmath.errors import one_line  # line breaks a user typed, escaped
 
         self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
 
