@@ -104,7 +104,7 @@ fuzz: $(STAMP)  ## a larger fuzz run of the CLI and the calculator (about 24,000
 	FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/python -m pytest tests/test_fuzz.py --hypothesis-show-statistics
 
 benchmark: $(STAMP)  ## timings of the CLI, the import, each chapter and the widget
-	$(BIN)/python tests/benchmarks/run.py
+	$(BIN)/python tests/benchmarks/run.py $(BENCHMARK_ARGS)
 
 $(STAMP): $(REQUIREMENTS) pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -2,9 +2,13 @@
 
     make benchmark        # or: .venv/bin/python tests/benchmarks/run.py
 
-Prints, against the targets of the foundation issue:
-- whole-process time of ``python -m llmmath params <preset> --json`` (target < 0.3 s);
-- ``import llmmath`` inside a fresh interpreter (target < 0.2 s);
+    make benchmark BENCHMARK_ARGS=startup   # the start-up figures alone
+
+Prints, against the targets of the foundation issue and of issue 25:
+- start-up against bare Python (`startup_report`): a whole ``python -m llmmath params
+  <preset> --json`` process against ``python -c pass`` (target < 1.5x), ``import
+  llmmath`` in a fresh interpreter (target < 15 ms) and one in-process query (target
+  < 30 µs), each with the spread of its runs (this machine's noise);
 - each chapter's execution time in a fresh kernel (target < 10 s each);
 - each explorer's recompute time in a kernel (target < 50 ms);
 - on the built site in headless Chromium: the first change of an explorer's control to
@@ -43,13 +47,60 @@ def whole_process(args: list[str]) -> float:
     return statistics.median(times)
 
 
-def import_time() -> float:
-    """Median time of ``import llmmath`` in a fresh interpreter, in seconds."""
+#: Runs of each start-up figure (the median and the best are shown).
+STARTUP_RUNS = 21
+
+#: One in-process query, timed in a fresh interpreter with the package imported and
+#: the preset loaded once: (label, setup, statement).
+QUERIES = (
+    (
+        "count_params(cfg), cfg a loaded preset",
+        "from llmmath import count_params, presets; cfg = presets.load(P)",
+        "count_params(cfg)",
+    ),
+    (
+        "count_params(presets.load(name))",
+        "from llmmath import count_params, presets; presets.load(P)",
+        "count_params(presets.load(P))",
+    ),
+    (
+        "params_report(name, cfg), what params --json prints",
+        "from llmmath import presets; from llmmath.cli import params_report; "
+        "cfg = presets.load(P)",
+        "params_report(P, cfg)",
+    ),
+)
+
+
+def _runs(args: list[str], runs: int = STARTUP_RUNS) -> list[float]:
+    """Wall seconds of ``runs`` runs of ``args`` as a new process (one warm-up run
+    first, not counted)."""
+    subprocess.run(args, check=True, capture_output=True, cwd=ROOT)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(args, check=True, capture_output=True, cwd=ROOT)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _spread(times: list[float]) -> str:
+    """Median, best and the interquartile range of ``times``, in ms."""
+    q1, _, q3 = statistics.quantiles(times, n=4)
+    return (
+        f"median {statistics.median(times) * 1e3:.1f} ms, best {min(times) * 1e3:.1f}"
+        f" ms, IQR {(q3 - q1) * 1e3:.1f} ms"
+    )
+
+
+def import_times(runs: int = STARTUP_RUNS) -> list[float]:
+    """Seconds of ``import llmmath`` in ``runs`` fresh interpreters (wall time around
+    the import statement)."""
     code = (
         "import time; t = time.perf_counter(); import llmmath; "
         "print(time.perf_counter() - t)"
     )
-    return statistics.median(
+    return [
         float(
             subprocess.run(
                 [sys.executable, "-c", code],
@@ -59,8 +110,46 @@ def import_time() -> float:
                 cwd=ROOT,
             ).stdout
         )
-        for _ in range(REPEATS)
+        for _ in range(runs)
+    ]
+
+
+def query_time(setup: str, statement: str, preset: str = "llama-3-8b") -> float:
+    """Best seconds per call of ``statement`` after ``setup`` (``P`` the preset's
+    name), in a fresh interpreter: `timeit`'s autorange loop count, best of 7."""
+    code = (
+        "import timeit\n"
+        f"P = {preset!r}\n"
+        f"{setup}\n"
+        f"timer = timeit.Timer({statement!r}, globals=globals())\n"
+        "number, _ = timer.autorange()\n"
+        "print(min(timer.repeat(7, number)) / number)\n"
     )
+    run = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True,
+        cwd=ROOT,
+    )  # fmt: skip
+    return float(run.stdout)
+
+
+def startup_report(preset: str = "llama-3-8b") -> None:
+    """Issue 25's start-up figures against bare Python on this machine."""
+    bare = _runs([sys.executable, "-c", "pass"])
+    whole = _runs([sys.executable, "-m", "llmmath", "params", preset, "--json"])
+    print(f"{'python -c pass (bare Python)':<52} {_spread(bare)}")
+    print(f"{f'python -m llmmath params {preset} --json':<52} {_spread(whole)}")
+    for how, pick in (("median", statistics.median), ("best", min)):
+        ratio = pick(whole) / pick(bare)
+        verdict = "ok" if ratio < 1.5 else "OVER TARGET"
+        print(f"{f'  params / bare, {how} of {len(bare)}':<52} {ratio:8.2f} x"
+              f"     target < 1.5 x     {verdict}")  # fmt: skip
+    imports = import_times()
+    print(f"{'import llmmath (fresh interpreter)':<52} {_spread(imports)}")
+    report("  import llmmath, median", statistics.median(imports), 0.015)
+    for label, setup, statement in QUERIES:
+        seconds = query_time(setup, statement, preset)
+        verdict = "ok" if seconds < 30e-6 else "OVER TARGET"
+        print(f"{label:<52} {seconds * 1e6:8.1f} µs   target < 30 µs   {verdict}")
 
 
 def chapter_time(path: Path) -> float:
@@ -256,6 +345,7 @@ def report(label: str, seconds: float, target: float) -> None:
 
 def main() -> None:
     print(f"python {sys.version.split()[0]}, median of {REPEATS} runs where repeated\n")
+    startup_report()
     for preset in ("llama-2-7b", "gpt2"):
         report(
             f"python -m llmmath params {preset} --json",
@@ -264,7 +354,6 @@ def main() -> None:
             ),
             0.3,
         )
-    report("import llmmath", import_time(), 0.2)
     for path in sorted((ROOT / "chapters").glob("*.ipynb")) + sorted(
         (ROOT / "book").glob("*.ipynb")
     ):
@@ -289,6 +378,10 @@ def main() -> None:
     print(f"{'site: bytes the browser runtime adds':<52} {added:>11,} B")
 
 
+if __name__ == "__main__" and sys.argv[1:] == ["startup"]:
+    print(f"python {sys.version.split()[0]}, {STARTUP_RUNS} runs each\n")
+    startup_report()
+    sys.exit(0)
 if __name__ == "__main__":
     main()
 
