@@ -22,6 +22,7 @@ import pytest
 
 from llmmath import count_params, presets
 from llmmath.kvcache import attention_cache_values, kv_cache_bytes_per_token
+from tests.notebook_outputs import glued
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "07b_latent_attention.ipynb"
@@ -68,18 +69,6 @@ ACTIVE = (
     + DENSE * 3 * H * I
     + MOE * (ROUTER + (K + SHARED) * EXPERT)
 )
-
-
-def glued(path: Path) -> dict[str, str]:
-    """A notebook's glued values, as stored in its outputs."""
-    out = {}
-    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-        for o in cell.get("outputs", []):
-            book = o.get("metadata", {}).get("scrapbook")
-            if book:
-                text = o["data"]["application/papermill.record/text/plain"]
-                out[book["name"]] = text.strip("'\"")
-    return out
 
 
 def markdown(path: Path) -> str:

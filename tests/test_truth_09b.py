@@ -26,23 +26,11 @@ from llmmath.quantization import (
     weight_format,
 )
 from llmmath.roofline import GPUS
+from tests.notebook_outputs import glued
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "09b_serving.ipynb"
 H, L, KV, FF, V = 4096, 32, 8 * 128, 14336, 128256  # Llama-3-8B's config.json
-
-
-def glued(path: Path = CHAPTER) -> dict[str, str]:
-    """A notebook's glued values (the chapter's by default), as stored in its
-    outputs."""
-    out = {}
-    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-        for o in cell.get("outputs", []):
-            book = o.get("metadata", {}).get("scrapbook")
-            if book:
-                text = o["data"]["application/papermill.record/text/plain"]
-                out[book["name"]] = text.strip("'")
-    return out
 
 
 def test_item3_q4_k_m_in_the_chapter():
@@ -52,7 +40,7 @@ def test_item3_q4_k_m_in_the_chapter():
     q6 = V * H + 16 * KV * H + 16 * FF * H  # output, 16 attn_v, 16 ffn_down
     q4 = V * H + L * (2 * H * H + KV * H + 2 * FF * H) + 16 * KV * H + 16 * FF * H
     assert total == q4 // 256 * 144 + q6 // 256 * 210 + 4 * (2 * L + 1) * H
-    g = glued()
+    g = glued(CHAPTER)
     assert g["q4km_GB"] == "4.91 GB" and g["q4km_GiB"] == "4.58 GiB"  # llama.cpp's log
     assert g["q4km_bpw"] == "4.89"  # llama.cpp's log: 4.89 BPW
     assert g["q4km_more_layers"] == "16" and g["q4km_layers"] == "32"
@@ -66,7 +54,7 @@ def test_item7_fp8_cache_scales():
     assert kv_cache_quantized_bytes(cfg, 64, 4096, "fp8", None)["scales"] == 0
     per_token = kv_cache_quantized_bytes(cfg, 64, 4096, "fp8", "fp32")["scales"]
     assert per_token == values * 4 // 128
-    g = glued()
+    g = glued(CHAPTER)
     assert g["kv_scale_bytes"] == str(2 * L * 4)
     assert g["kv_token_scales_GB"] == f"{per_token / 1e9:.2f} GB" == "0.54 GB"
     # the speeds count the values only, as per-tensor scales (256 B) allow
@@ -83,7 +71,7 @@ def test_item15_h100_capacity_rule():
     assert h100.memory == 80 * 10**9  # the vendor's 80 GB, decimal
     assert h100.reported_memory == 81_559 * 2**20  # nvidia-smi's figure, not used
     free = h100.memory - 2 * count_params(cfg).total
-    g = glued()
+    g = glued(CHAPTER)
     assert g["h100_GB"] == "80" and g["h100_reported_MiB"] == "81,559"
     assert g["blocks_h100"] == f"{free // (16 * 2 * L * KV * 2):,}"
     assert g["blocks_h100"] == f"{blocks_per_gpu(cfg, free, 16):,}"

@@ -23,6 +23,7 @@ from llmmath.parallel import (
     plan,
     ring_attention_bytes,
 )
+from tests.notebook_outputs import glued
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "09c_many_gpus.ipynb"
@@ -38,17 +39,6 @@ def prose() -> str:
         "".join(c["source"]) for c in _cells() if c["cell_type"] == "markdown"
     )
     return " ".join(text.split())
-
-
-def glued() -> dict[str, str]:
-    """The values the stored outputs glue into the prose, as the page shows them."""
-    out = {}
-    for cell in _cells():
-        for o in cell.get("outputs", []):
-            if "scrapbook" in o.get("metadata", {}):
-                text = o["data"]["application/papermill.record/text/plain"]
-                out[o["metadata"]["scrapbook"]["name"]] = text.strip("'")
-    return out
 
 
 # --- item 4: the bubble, two definitions ----------------------------------------------
@@ -82,7 +72,7 @@ def test_plan_adds_the_papers_bubble_to_compute():
 def test_exercise_answers_both_definitions():
     """p = 16, bubble ≤ 1/20: m ≥ 19·15 = 285 of the step, m ≥ 20·15 = 300 of the ideal
     time; with v = 4, ⌈285/4⌉ = 72 and 300/4 = 75."""
-    g = glued()
+    g = glued(CHAPTER)
     assert (g["exb_step_1"], g["exb_ideal_1"]) == ("285", "300")
     assert (g["exb_step_4"], g["exb_ideal_4"]) == ("72", "75")
     assert pipeline_bubble(16, 300, of="ideal") == Fraction(1, 20)
@@ -126,7 +116,7 @@ def test_context_parallel_all_gather_sends_the_ring_bytes():
     text = prose()
     assert "all-gathers the K and V" in text and "dubey2024llama3{Sec. 3.3.2}" in text
     assert "exposed on the critical path" in text
-    assert glued()["cp_q_over_kv"] == str((128 * 128) // (2 * 8 * 128))
+    assert glued(CHAPTER)["cp_q_over_kv"] == str((128 * 128) // (2 * 8 * 128))
 
 
 # --- item 11: Megatron-LM's throughput runs -------------------------------------------
@@ -134,7 +124,7 @@ def test_context_parallel_all_gather_sends_the_ring_bytes():
 
 def test_megatron_runs_and_the_share_lost():
     """0.44 to 0.65 of the bound means 35 % to 56 % lost (1 − 0.65, 1 − 0.44)."""
-    g = glued()
+    g = glued(CHAPTER)
     assert (g["mega_lo"], g["mega_hi"]) == ("0.44", "0.65")
     assert (g["mega_lost_lo"], g["mega_lost_hi"]) == ("35%", "56%")
     text = prose()
@@ -151,7 +141,7 @@ def test_deepseek_v3_all_to_all_upper_bound():
     v3 = presets.load("deepseek-v3")
     assert expert_all_to_all_payload(v3, 4096) == 4096 * 8 * 7168 * 2 == 469_762_048
     assert expert_all_to_all_payload(v3, 4096, dtype_bytes=1) == 234_881_024
-    g = glued()
+    g = glued(CHAPTER)
     assert (g["a2a_ds_MB"], g["a2a_ds_fp8_MB"], g["a2a_ds_ib_MB"]) == (
         "470 MB",
         "235 MB",
@@ -169,7 +159,7 @@ def test_llama3_table4_41_percent_lies_between_the_bounds():
     """Table 4: 16,384 GPUs, TP 8, PP 16, DP 128, 8192 tokens: 41 % BF16 MFU (43 % is
     8,192 GPUs with DP 64; 38 % the 131,072-token row). The chapter's two bounds for
     this layout bracket 41 %."""
-    g = glued()
+    g = glued(CHAPTER)
     assert (g["l3_mfu_same"], g["l3_mfu_8k"], g["l3_mfu_128k"]) == ("41%", "43%", "38%")
     assert int(g["l405_mfu_1f1b"].rstrip("%")) < 41 < int(g["l405_mfu_int"].rstrip("%"))
     twin = presets.load("llama-3.1-405b").replace(num_hidden_layers=128)
@@ -186,7 +176,7 @@ def test_llama3_table4_41_percent_lies_between_the_bounds():
 def test_llama3_flops_consistent_with_6n():
     six_n = 6 * 405 * 10**9 * 15_600 * 10**9
     assert six_n == 37_908 * 10**21 and round(six_n / 10**25, 1) == 3.8
-    assert glued()["l405_6n"] == "3.79e+25"
+    assert glued(CHAPTER)["l405_6n"] == "3.79e+25"
     text = prose()
     assert "uses the $6N$ rule" not in text
     assert "does not say how it computed" in text
