@@ -17,10 +17,15 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from llmmath.errors import ConfigError, check_positive_int
 from llmmath.ffn import minimind_intermediate_size
+
+#: `typing.TYPE_CHECKING` without importing typing at run time (annotations are strings
+#: here, `from __future__ import annotations`), for a lighter ``import llmmath``.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ConfigError", "ModelConfig", "RopeScaling", "check_positive_int"]
 

@@ -12,12 +12,13 @@ Explained in the chapter *The feed-forward network* (``chapters/04_ffn.ipynb``).
 
 from __future__ import annotations
 
-from fractions import Fraction
-from typing import TYPE_CHECKING
-
 from llmmath.errors import check_positive_int
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+
 if TYPE_CHECKING:  # config imports this module for MiniMind's sizing rule
+    from fractions import Fraction  # loaded by the functions that use it
+
     from llmmath.config import ModelConfig
 
 
@@ -55,10 +56,14 @@ def minimind_intermediate_size(hidden_size: int, multiple_of: int = 64) -> int:
 
 def ffn_ratio(cfg: ModelConfig) -> Fraction:
     """M = I / H exactly (note 000's ``ffn_mult``)."""
+    from fractions import Fraction
+
     return Fraction(cfg.intermediate_size, cfg.hidden_size)
 
 
 def equivalent_plain_ratio(cfg: ModelConfig) -> Fraction:
     """The ratio a plain two-matrix MLP would need for the same FFN weights (biases
     aside): 1.5·I/H for a gated FFN (3·H·I = 2·H·(1.5·I)), I/H for a plain one."""
+    from fractions import Fraction
+
     return ffn_ratio(cfg) * (Fraction(3, 2) if cfg.mlp_type == "gated" else 1)

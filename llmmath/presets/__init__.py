@@ -13,14 +13,18 @@ where it comes from).
 
 from __future__ import annotations
 
-import difflib
 import json
+import os
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
-from typing import Any
 
 from llmmath.config import ConfigError, ModelConfig
+
+#: `typing.TYPE_CHECKING` without importing typing at run time (annotations are strings
+#: here, `from __future__ import annotations`), for a lighter ``import llmmath``.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass(frozen=True)
@@ -45,11 +49,15 @@ class Preset:
         return ModelConfig.from_hf_config(self.hf_config)
 
 
+#: The folder of the preset files (this package's own).
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
 @cache
 def names() -> tuple[str, ...]:
     """The preset names, sorted: the stems of the JSON files in this package."""
-    files = resources.files(__name__).iterdir()
-    return tuple(sorted(f.name[:-5] for f in files if f.name.endswith(".json")))
+    files = os.listdir(_HERE)  # plain files, in a wheel unpacked as on Pyodide
+    return tuple(sorted(f[:-5] for f in files if f.endswith(".json")))
 
 
 @cache
@@ -62,14 +70,15 @@ def get(name: str) -> Preset:
     """
     key = name.lower()
     if key not in names():
+        import difflib  # only for the hint of an unknown name
+
         close = difflib.get_close_matches(key, names(), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError(
             f"unknown preset {name!r}{hint}; presets: {', '.join(names())}"
         )
-    raw = json.loads(
-        resources.files(__name__).joinpath(f"{key}.json").read_text("utf-8")
-    )
+    with open(os.path.join(_HERE, f"{key}.json"), encoding="utf-8") as file:
+        raw = json.load(file)
     return Preset(
         name=raw["name"],
         title=raw["title"],
@@ -82,7 +91,9 @@ def get(name: str) -> Preset:
     )
 
 
+@cache
 def load(name: str) -> ModelConfig:
     """The `ModelConfig` of the preset called ``name``; raises `ConfigError` if there is
-    none."""
+    none. Read once per name: a `ModelConfig` is frozen, so every caller may share
+    it."""
     return get(name).config
