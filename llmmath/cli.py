@@ -26,7 +26,7 @@ import os
 import sys
 
 from llmmath.config import ConfigError, ModelConfig
-from llmmath.errors import one_line
+from llmmath.errors import count_argument, one_line
 from llmmath.reports import (  # re-exported: chapters and tests import them from here
     flops_report,
     format_table,
@@ -198,17 +198,7 @@ def _flops(args: argparse.Namespace) -> int:
     return 0
 
 
-def _count(text: str, limit: int = 10**18) -> int:
-    """An argparse type: a positive integer of at most ``limit``, in ASCII digits
-    (no sign, spaces, underscores or other scripts' digits)."""
-    shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
-    if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {shown!r}")
-    if len(text) > len(str(limit)) or int(text) > limit:
-        raise argparse.ArgumentTypeError(f"must be at most {limit:,}, got {shown}")
-    if int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return int(text)
+_count = count_argument  # the shared argparse type (llmmath.errors)
 
 
 def _seq_len_option(parser: argparse.ArgumentParser, meaning: str) -> None:

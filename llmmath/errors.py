@@ -35,3 +35,22 @@ def one_line(message: str) -> str:
 
 
 _LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def count_argument(text: str, limit: int = 10**18) -> int:
+    """An argparse type every command shares: a positive integer of at most ``limit``,
+    in ASCII digits (no sign, spaces, underscores or other scripts' digits).
+
+    Raises:
+        argparse.ArgumentTypeError: the rule broken, with the text (shortened if long).
+    """
+    import argparse
+
+    shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {shown!r}")
+    if len(text) > len(str(limit)) or int(text) > limit:
+        raise argparse.ArgumentTypeError(f"must be at most {limit:,}, got {shown}")
+    if int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return int(text)

@@ -20,6 +20,7 @@ import json
 import re
 
 from llmmath.config import ModelConfig
+from llmmath.errors import count_argument
 from llmmath.units import human_bytes
 
 CLUSTER_NAMES = ("h100", "h800", "a100")
@@ -90,19 +91,6 @@ def _price(text: str) -> float:
         return check_price(float(text))
     except ConfigError as e:
         raise argparse.ArgumentTypeError(str(e).split(", got")[0]) from None
-
-
-def _tokens(text: str, limit: int = 10**18) -> int:
-    """An argparse type: a token budget, a positive integer of at most ``limit`` in
-    ASCII digits."""
-    shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
-    if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {shown!r}")
-    if len(text) > len(str(limit)) or int(text) > limit:
-        raise argparse.ArgumentTypeError(f"must be at most {limit:,}, got {shown}")
-    if int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return int(text)
 
 
 def _parallel(args: argparse.Namespace) -> int:
@@ -213,7 +201,7 @@ def add_commands(sub, command, count, once=None) -> None:
     )
     p.add_argument(
         "--tokens",
-        type=_tokens,
+        type=count_argument,
         default=None,
         help="training tokens: the run's steps, days, GPU-hours (and cost)",
         **opt,
