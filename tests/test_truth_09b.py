@@ -95,3 +95,4 @@ def test_item3_errata_entry():
     assert (g["b_q4km_old_GB"], g["b_q4km_old_bpw"]) == ("4.69 GB", "4.67")  # the old
     assert (g["b_q4km_GiB"], g["b_q4km_bpw"]) == ("4.58 GiB", "4.89")
     assert g["b_q4km_more_layers"] == "16"
+    assert g["b_q4km_short"] == "0.22 GB"  # the issue: 4.91 GB against the book's 4.69
