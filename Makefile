@@ -25,7 +25,7 @@ endif
 CHROMIUM := /usr/bin/chromium
 CHROMEDRIVER := /usr/bin/chromedriver
 
-.PHONY: book test fuzz browser sandbox serve benchmark lab setup vendor clean
+.PHONY: book catalogues test fuzz browser sandbox serve benchmark lab setup vendor clean
 
 # The build also writes the reader editions (llmmath/editions.py) into _build/editions/;
 # they replace editions/, which is committed (tests/test_editions.py checks it is current).
@@ -66,6 +66,16 @@ sandbox:
 	  && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; \
 	then echo "installed $$(bwrap --version)"; \
 	else echo "note: could not install bubblewrap with apt-get; sandbox tests will skip (fail under CI)"; fi
+
+# The translations' gettext catalogues (llmmath/translation.py): Sphinx's gettext builder
+# extracts every message of the book into _build/gettext/*.pot, and sphinx-intl merges them
+# into locales/<lang>/LC_MESSAGES/*.po (a changed English message comes back fuzzy, a new
+# one empty: tests/test_translation.py fails until it is translated).
+LANGUAGES := zh_CN
+catalogues: $(STAMP)  ## extract the book's messages and update locales/*/LC_MESSAGES/*.po
+	rm -rf _build/gettext-book
+	$(BIN)/jupyter-book build . --builder custom --custom-builder gettext --path-output _build/gettext-book -q
+	$(BIN)/sphinx-intl update -p _build/gettext-book/_build/gettext -d locales $(addprefix -l ,$(LANGUAGES)) -w 76
 
 setup: $(STAMP)  ## create .venv and install the pinned requirements and llmmath (nothing else)
 

@@ -39,7 +39,7 @@ SETS = {
         "torch",
         "torchao",
     ],
-    "book": ["jupyter-book", "sphinx-exercise"],
+    "book": ["jieba", "jupyter-book", "sphinx-exercise", "sphinx-intl"],
     "dev": [
         "gguf",
         "hypothesis",

@@ -1,0 +1,388 @@
+"""The Simplified Chinese edition: Sphinx's gettext route, made to work with MyST-NB.
+
+The book has one source, in English; every other language lives in gettext catalogues,
+one ``.po`` file per page under ``locales/<lang>/LC_MESSAGES/`` (sphinx-intl's layout,
+kept current by ``make catalogues``). Sphinx replaces each paragraph, heading, caption,
+table cell and exercise title with its ``msgstr`` while it reads a page, so the
+translated site keeps every number, link and figure of the English one: glue roles,
+math and references are part of each message and resolve as they do in English.
+
+This module is the Sphinx extension (``_config.yml`` lists it) that makes that route
+work for this book:
+
+- **MyST-NB issue 587.** Sphinx parses each translated message with the parser of the
+  page's file type. For a notebook that is MyST-NB's notebook parser, which reads the
+  message as notebook JSON and fails (``NotJSONError``). The messages are MyST Markdown,
+  so `publish_msgstr` parses them with MyST-Parser's parser instead, with the same
+  settings (roles such as ``{glue:text}`` and ``{cite:p}`` included).
+- **Where each edition lives.** English is the site's root; a translation is built
+  into ``<root>/<folder>/`` (``zh/`` for ``zh_CN``, see `FOLDERS`), and every page of
+  each edition has a language switch that leads to the same page in the other one
+  (`language_links`, shown in the page header; the ``<link rel="alternate"
+  hreflang>`` tags say the same to search engines).
+- **Search.** A ``zh_CN`` build indexes the pages with Sphinx's Chinese search, which
+  segments words with jieba (a pinned dependency of the book), so a search for 参数量
+  finds the pages that use the term.
+
+The live parts of the site (explorers and the calculator) translate their own labels
+with `llmmath.messages`, from the catalogue in ``llmmath/locale/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+#: The languages of the book → the folder of the site each edition is served from
+#: ("" is the site's root).
+FOLDERS = {"en": "", "zh_CN": "zh"}
+#: Each language's name as its readers write it (the language switch shows it).
+NAMES = {"en": "English", "zh_CN": "简体中文"}
+#: Each language's tag for ``hreflang`` and ``<html lang>``.
+TAGS = {"en": "en", "zh_CN": "zh-CN"}
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+#: Each page's MyST-NB notebook renderer (which holds its glue data), kept from the
+#: page's parse until its messages are translated: MyST-NB drops it from the page's
+#: document at the end of the parse, before Sphinx's `Locale` transform runs.
+_RENDERERS: dict[str, object] = {}
+
+
+def _keep_renderers(app) -> None:
+    """Keep the notebook renderer MyST-NB makes for each page, by page name."""
+    import myst_nb.sphinx_
+
+    load = myst_nb.sphinx_.load_renderer
+    if getattr(load, "llmmath", False):
+        return
+
+    def load_renderer(name):
+        make = load(name)
+
+        def kept(*args, **kwargs):
+            renderer = make(*args, **kwargs)
+            _RENDERERS[app.env.docname] = renderer
+            return renderer
+
+        return kept
+
+    load_renderer.llmmath = True
+    myst_nb.sphinx_.load_renderer = load_renderer
+
+
+def _message_parser(app):
+    """MyST-Parser's parser for one translated message of a MyST-NB page. The message
+    is parsed as a document of its own, so it is given the page's notebook renderer:
+    a ``{glue:text}`` role in a message finds the page's glue data there."""
+    from myst_parser.parsers.sphinx_ import MystParser
+
+    class MessageParser(MystParser):
+        def parse(self, inputstring, document) -> None:
+            renderer = _RENDERERS.get(app.env.docname)
+            if renderer is not None:
+                document["nb_renderer"] = renderer
+            try:
+                super().parse(inputstring, document)
+            finally:
+                document.attributes.pop("nb_renderer", None)
+
+    parser = MessageParser()
+    parser.set_application(app)
+    return parser
+
+
+def publish_msgstr(app, source, source_path, source_line, config, settings):
+    """Parse one translated message (MyST Markdown) into a docutils node.
+
+    Sphinx's own `sphinx.transforms.i18n.publish_msgstr`, with one change: a message
+    from a MyST-NB page (notebook or Markdown) is parsed with MyST-Parser's
+    `MystParser` rather than MyST-NB's notebook parser, which would read it as JSON
+    (MyST-NB issue 587). Returns the first node of the parsed message.
+    """
+    from docutils.io import StringInput
+    from sphinx.io import SphinxI18nReader
+    from sphinx.util import get_filetype
+
+    rst_prolog = config.rst_prolog
+    try:
+        config.rst_prolog = None
+        reader = SphinxI18nReader()
+        reader.setup(app)
+        filetype = get_filetype(config.source_suffix, source_path)
+        if filetype == "myst-nb":
+            parser = _message_parser(app)
+        else:
+            parser = app.registry.create_source_parser(app, filetype)
+        doc = reader.read(
+            source=StringInput(
+                source=source, source_path=f"{source_path}:{source_line}:<translated>"
+            ),
+            parser=parser,
+            settings=settings,
+        )
+        with contextlib.suppress(IndexError):  # empty node
+            return doc[0]
+        return doc
+    finally:
+        config.rst_prolog = rst_prolog
+
+
+def language_of(config) -> str:
+    """The build's language as a key of `FOLDERS`; raises ValueError for a language
+    the book has no edition in."""
+    language = config.language or "en"
+    if language not in FOLDERS:
+        raise ValueError(
+            f"language {language!r}: the book has editions in {sorted(FOLDERS)} only"
+        )
+    return language
+
+
+def language_links(pagename: str, language: str) -> list[dict[str, str]]:
+    """The page ``pagename`` in every edition, as relative links from the page itself
+    in the edition ``language``: ``[{"language", "name", "tag", "href", "current"}]``.
+
+    English pages are at ``<root>/<pagename>.html`` and a translation's at
+    ``<root>/<folder>/<pagename>.html``, so the link climbs out of the page's folders
+    and the edition's folder, then goes down into the other edition's.
+    """
+    up = "../" * pagename.count("/")
+    here = FOLDERS[language]
+    root = up + ("../" if here else "")
+    links = []
+    for other, folder in FOLDERS.items():
+        href = (
+            f"{up}{pagename.rsplit('/', 1)[-1]}.html"
+            if other == language
+            else f"{root}{folder + '/' if folder else ''}{pagename}.html"
+        )
+        links.append(
+            {
+                "language": other,
+                "name": NAMES[other],
+                "tag": TAGS[other],
+                "href": href if other != language else "#",
+                "current": "true" if other == language else "",
+            }
+        )
+    return links
+
+
+def _config_inited(app, config) -> None:
+    language = language_of(config)
+    config.templates_path = [*config.templates_path, str(TEMPLATES)]
+    options = dict(config.html_theme_options or {})
+    header = list(options.get("article_header_end") or ["article-header-buttons.html"])
+    if "language-switch.html" not in header:
+        header.insert(0, "language-switch.html")
+    options["article_header_end"] = header
+    config.html_theme_options = options
+    if language != "en":
+        # The same page in every edition: nothing else differs between them.
+        config.html_search_language = language.split("_")[0]
+
+
+def _page_context(app, pagename, templatename, context, doctree) -> None:
+    language = language_of(app.config)
+    links = language_links(pagename, language)
+    context["llmmath_languages"] = links
+    tags = "".join(
+        f'<link rel="alternate" hreflang="{link["tag"]}" href="{link["href"]}" />\n'
+        for link in links
+        if not link["current"]
+    )
+    context["metatags"] = context.get("metatags", "") + tags
+
+
+def setup(app) -> dict:
+    """Sphinx entry point: the MyST-NB 587 fix, the language switch, Chinese search."""
+    import sphinx.transforms.i18n
+
+    sphinx.transforms.i18n.publish_msgstr = publish_msgstr
+    _keep_renderers(app)
+    locale = sphinx.transforms.i18n.Locale
+    if not getattr(locale.apply, "llmmath", False):
+        original = locale.apply
+
+        def apply(self, **kwargs) -> None:
+            try:
+                original(self, **kwargs)
+            finally:
+                _RENDERERS.pop(self.env.docname, None)
+
+        apply.llmmath = True
+        locale.apply = apply
+    app.connect("config-inited", _config_inited)
+    app.connect("html-page-context", _page_context)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+# ------------------------------------------------------------------------------
+# The catalogues: what a translation must keep, and the translators' tools.
+
+import re  # noqa: E402
+
+#: What a message must carry over unchanged, in the same order: a role (by name, and
+#: for a cross-reference by target only, since its title may be translated), a code
+#: span, a math span, a link's target, a web address and every number written in
+#: digits. Titles of links and of ``{doc}``/``{ref}`` roles are free.
+INVARIANT = re.compile(
+    r"\{(?P<role>[a-z][\w:+-]*)\}`(?P<body>[^`]*)`"
+    r"|(?P<code>(?P<ticks>`+)[^`].*?(?P=ticks))"
+    r"|(?P<math>\$\$.+?\$\$|\$[^$]+\$)"
+    r"|\]\((?P<link>[^)\s]+)\)"
+    r"|(?P<url>https?://[^\s)>\]]+)"
+    r"|(?P<number>(?<![\w.])\d+(?:[.,]\d+)*)"
+)
+#: Roles whose body may be "title <target>": only the target must stay.
+TITLED_ROLES = {"doc", "ref", "numref", "term", "download"}
+
+
+def invariants(message: str) -> list[str]:
+    """The parts of a message a translation keeps as they are, in order (`INVARIANT`):
+    ``["glue:text:llama_total", "math:$H$", "number:4096", …]``."""
+    found = []
+    for match in INVARIANT.finditer(message):
+        kind = match.lastgroup if match.lastgroup != "ticks" else "code"
+        if match.group("role"):
+            role, body = match.group("role"), match.group("body")
+            if role in TITLED_ROLES:
+                target = re.search(r"<([^<>]+)>\s*$", body)
+                body = target.group(1) if target else body
+            found.append(f"{role}:{body}")
+        elif match.group("code"):
+            found.append(f"code:{match.group('code')}")
+        else:
+            found.append(f"{kind}:{match.group(kind)}")
+    return found
+
+
+def markup(message: str) -> list[str]:
+    """The inline markup a message renders to, as MyST reads it: the sequence of
+    emphasis, strong, link and code tokens. A translation must render the same: in
+    Chinese, ``**`` next to full-width punctuation easily stops being bold (CommonMark's
+    flanking rules) and shows its asterisks instead."""
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+    parser = MarkdownIt("commonmark").use(dollarmath_plugin)
+    kinds = {"strong_open", "em_open", "link_open", "code_inline", "math_inline"}
+    return [
+        token.type
+        for block in parser.parse(message)
+        for token in block.children or []
+        if token.type in kinds
+    ]
+
+
+def check_message(msgid: str, msgstr: str, fuzzy: bool = False) -> list[str]:
+    """What is wrong with one translated message: ``[]`` when it is complete, not
+    fuzzy, keeps every invariant of its English source in order (`invariants`) and
+    renders the same inline markup (`markup`)."""
+    if not msgstr.strip():
+        return ["untranslated"]
+    problems = ["fuzzy"] if fuzzy else []
+    if sorted(markup(msgid)) != sorted(markup(msgstr)):
+        problems.append(
+            f"renders other markup: {sorted(markup(msgid))} in English, "
+            f"{sorted(markup(msgstr))} translated (is a ** or * beside full-width "
+            "punctuation? put a space outside it, or move the punctuation out)"
+        )
+    source, translated = invariants(msgid), invariants(msgstr)
+    if source != translated:
+        missing = [part for part in source if part not in translated]
+        extra = [part for part in translated if part not in source]
+        detail = (
+            f"missing {missing}" if missing else "",
+            f"added {extra}" if extra else "",
+            "" if missing or extra else "the same parts in another order",
+        )
+        problems.append(
+            "keeps its {roles}, math, code, links and numbers differently: "
+            + "; ".join(part for part in detail if part)
+        )
+    return problems
+
+
+def check_catalogue(path) -> list[str]:
+    """Every problem of one ``.po`` catalogue, one line each (``[]`` when it is
+    complete): messages untranslated, fuzzy or changed in what they must keep."""
+    from babel.messages.pofile import read_po
+
+    with open(path, "rb") as handle:
+        catalogue = read_po(handle)
+    problems = []
+    for message in catalogue:
+        if not message.id:
+            continue
+        for problem in check_message(message.id, message.string, message.fuzzy):
+            problems.append(f"{path}: {problem}: {message.id[:70]!r}")
+    return problems
+
+
+def export_catalogue(path) -> list[dict[str, str]]:
+    """A catalogue's messages as ``[{"id": English, "str": translation}]``, in order."""
+    from babel.messages.pofile import read_po
+
+    with open(path, "rb") as handle:
+        catalogue = read_po(handle)
+    return [{"id": m.id, "str": m.string} for m in catalogue if m.id]
+
+
+def import_catalogue(path, messages: list[dict[str, str]]) -> int:
+    """Set translations of a catalogue from ``[{"id", "str"}]`` (as `export_catalogue`
+    gives), clearing their fuzzy flags; raises KeyError for an ``id`` the catalogue
+    does not hold. Returns how many messages were set."""
+    from babel.messages.pofile import read_po, write_po
+
+    with open(path, "rb") as handle:
+        catalogue = read_po(handle)
+    count = 0
+    for item in messages:
+        message = catalogue.get(item["id"])
+        if message is None:
+            raise KeyError(f"{path}: no message {item['id'][:70]!r}")
+        message.string = item["str"]
+        message.flags.discard("fuzzy")
+        count += 1
+    with open(path, "wb") as handle:
+        write_po(handle, catalogue, width=76)
+    return count
+
+
+def main(argv=None) -> int:
+    """``python -m llmmath.translation check|export|import``: the translators' tools.
+
+    - ``check PO…``: print every problem (exit 1 if any);
+    - ``export PO``: the messages as JSON on stdout;
+    - ``import PO JSON``: set translations from such a JSON file.
+    """
+    import argparse
+    import json
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m llmmath.translation")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("check").add_argument("catalogues", nargs="+")
+    sub.add_parser("export").add_argument("catalogue")
+    imported = sub.add_parser("import")
+    imported.add_argument("catalogue")
+    imported.add_argument("messages")
+    args = parser.parse_args(argv)
+    if args.command == "check":
+        problems = [p for path in args.catalogues for p in check_catalogue(path)]
+        print("\n".join(problems) if problems else "complete")
+        return 1 if problems else 0
+    if args.command == "export":
+        messages = export_catalogue(args.catalogue)
+        json.dump(messages, sys.stdout, ensure_ascii=False, indent=1)
+        print()
+        return 0
+    with open(args.messages, encoding="utf-8") as handle:
+        print(import_catalogue(args.catalogue, json.load(handle)), "messages set")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
