@@ -27,10 +27,12 @@ CHROMEDRIVER := /usr/bin/chromedriver
 
 .PHONY: book catalogues test fuzz browser sandbox serve benchmark lab setup vendor clean
 
-# The build also writes the reader editions (llmmath/editions.py) into _build/editions/;
+# Every edition of the site (llmmath/translation.py): English in _build/html/, each
+# translation from its catalogues in _build/html/<folder>/ (zh/). The builds also write
+# the reader editions (llmmath/editions.py) into _build/editions/<folder>/;
 # they replace editions/, which is committed (tests/test_editions.py checks it is current).
-book: $(STAMP)  ## build the book into _build/html and its reader editions into editions/
-	$(BIN)/jupyter-book build . --builder html
+book: $(STAMP)  ## build the book (English, and 简体中文 in _build/html/zh/) and its reader editions
+	$(BIN)/python -m llmmath.translation build
 	rm -rf editions && cp -R _build/editions editions
 	@echo "Open _build/html/index.html, or run: make serve; the reader editions are in editions/"
 
@@ -70,12 +72,18 @@ sandbox:
 # The translations' gettext catalogues (llmmath/translation.py): Sphinx's gettext builder
 # extracts every message of the book into _build/gettext/*.pot, and sphinx-intl merges them
 # into locales/<lang>/LC_MESSAGES/*.po (a changed English message comes back fuzzy, a new
-# one empty: tests/test_translation.py fails until it is translated).
+# one empty: tests/test_translation.py fails until it is translated). Babel does the same
+# for the live parts' words (llmmath/messages.py): llmmath/locale/<lang>/LC_MESSAGES/
+# llmmath.po, compiled to the llmmath.mo that ships in the package.
 LANGUAGES := zh_CN
 catalogues: $(STAMP)  ## extract the book's messages and update locales/*/LC_MESSAGES/*.po
 	rm -rf _build/gettext-book
 	$(BIN)/jupyter-book build . --builder custom --custom-builder gettext --path-output _build/gettext-book -q
 	$(BIN)/sphinx-intl update -p _build/gettext-book/_build/gettext -d locales $(addprefix -l ,$(LANGUAGES)) -w 76
+	$(BIN)/pybabel extract -o llmmath/locale/llmmath.pot --project=llmmath --no-location \
+	  --sort-output --omit-header -w 76 llmmath/editions.py llmmath/explorers.py llmmath/widgets.py
+	$(BIN)/pybabel update -D llmmath -i llmmath/locale/llmmath.pot -d llmmath/locale -w 76 --omit-header
+	$(BIN)/pybabel compile -D llmmath -d llmmath/locale --statistics
 
 setup: $(STAMP)  ## create .venv and install the pinned requirements and llmmath (nothing else)
 

@@ -47,6 +47,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
+from llmmath.messages import gettext as _
+
 #: Where the editions go, relative to the repository root (and to the build folder).
 EDITIONS = "editions"
 #: The language folder of this edition (a translated edition adds its own).
@@ -147,7 +149,10 @@ def resolve_page(doctree, docname: str, env, site_url: str) -> Resolved:
 class _Page:
     """The rewriting of one notebook: roles are filled from `Resolved` in order."""
 
-    def __init__(self, docname: str, resolved: Resolved, site_url: str):
+    def __init__(
+        self, docname: str, resolved: Resolved, site_url: str, lang: str = "en"
+    ):
+        self.lang = lang
         self.docname = docname
         self.resolved = resolved
         self.site_url = site_url
@@ -277,7 +282,9 @@ class _Page:
             raise self.fail(f"the exercise {label!r} has no number")
         number = self.resolved.exercises[label]
         title = self.roles(title.strip())
-        heading = f"Exercise {number}" + (f" ({title})" if title else "")
+        heading = _("Exercise {number}", self.lang).format(number=number)
+        if title:
+            heading += _(" ({title})", self.lang).format(title=title)
         self.exercise_titles[label] = heading
         return f"### {heading}\n\n" + self.prose("\n".join(body))
 
@@ -287,7 +294,9 @@ class _Page:
         if number is None:
             raise self.fail(f"the figure {name!r} has no number")
         caption = self.prose(figure.get("caption", ""))
-        return f"**Fig. {number}.** {caption}"
+        return _("**Fig. {number}.** {caption}", self.lang).format(
+            number=number, caption=caption
+        )
 
     def leftovers(self) -> None:
         for cls, queue in self.queues.items():
@@ -355,15 +364,18 @@ def _fold(cell: dict, *, source: bool, outputs: bool) -> None:
         jupyter["outputs_hidden"] = True
 
 
-def edition(notebook: dict, docname: str, resolved: Resolved, site_url: str) -> dict:
+def edition(
+    notebook: dict, docname: str, resolved: Resolved, site_url: str, lang: str = "en"
+) -> dict:
     """The reader edition of one notebook (a dict in nbformat 4), from its source and
-    what Sphinx resolved for it.
+    what Sphinx resolved for it; its own words ("Exercise", "Solution to") in the
+    language ``lang`` (`llmmath.messages`).
 
     Raises:
         EditionError: a role or directive with no plain form, or the source's roles do
             not match the resolved page one to one.
     """
-    page = _Page(docname, resolved, site_url)
+    page = _Page(docname, resolved, site_url, lang)
     views = _widget_views(notebook)
     cells: list[dict] = []
     solution: dict[str, Any] | None = None
@@ -373,12 +385,16 @@ def edition(notebook: dict, docname: str, resolved: Resolved, site_url: str) -> 
         heading = page.exercise_titles.get(label)
         if heading is None:
             raise page.fail(f"a solution to {label!r} comes before its exercise")
-        parts = [f"<details>\n<summary>Solution to {heading}</summary>"]
+        summary = _("Solution to {heading}", lang).format(heading=heading)
+        parts = [f"<details>\n<summary>{summary}</summary>"]
         parts += [text for text in solution["prose"] if text.strip()]
         if solution["code"]:
             parts.append(
-                "*The solution's code is folded below: click the collapsed cell to "
-                "show it, and run it to see its output.*"
+                _(
+                    "*The solution's code is folded below: click the collapsed cell "
+                    "to show it, and run it to see its output.*",
+                    lang,
+                )
             )
         parts.append("</details>")
         cells[solution["at"]] = _markdown_cell(solution["id"], "\n\n".join(parts))
@@ -444,7 +460,8 @@ def edition(notebook: dict, docname: str, resolved: Resolved, site_url: str) -> 
         if solution is not None:
             solution["code"] += 1
             label = page.exercise_titles.get(solution["label"], solution["label"])
-            out["source"] = f"# @title Solution to {label}: the code\n" + source
+            title = _("Solution to {label}: the code", lang).format(label=label)
+            out["source"] = f"# @title {title}\n" + source
             out["outputs"] = []
             out["execution_count"] = None
             out["metadata"]["cellView"] = "form"  # Colab folds the code under the title
@@ -487,23 +504,42 @@ def dumps(notebook: dict) -> str:
 
 
 def edition_path(docname: str, language: str = LANGUAGE) -> str:
-    """A page's edition, relative to the repository root: ``editions/en/<docname>``."""
-    return f"{EDITIONS}/{language}/{docname}.ipynb"
+    """A page's edition, relative to the repository root: ``editions/en/<docname>``
+    (``editions/zh/…`` for ``zh_CN``)."""
+    return f"{EDITIONS}/{edition_folder(language)}/{docname}.ipynb"
+
+
+def edition_folder(language: str) -> str:
+    """The folder of a language's editions: ``en``, or the folder its site is served
+    from (``zh`` for ``zh_CN``, `llmmath.translation.FOLDERS`)."""
+    from llmmath.translation import FOLDERS
+
+    return FOLDERS.get(language) or LANGUAGE
 
 
 def _site_url(app) -> str:
+    """The published site of this build's language (the English site's address, and
+    ``zh/`` under it for the Chinese one)."""
+    from llmmath.translation import FOLDERS, language_of
+
     url = app.config.html_baseurl or ""
     if not url:
         raise EditionError("html_baseurl (html: baseurl in _config.yml) is not set")
-    return url if url.endswith("/") else url + "/"
+    url = url if url.endswith("/") else url + "/"
+    folder = FOLDERS[language_of(app.config)]
+    return url + (folder + "/" if folder else "")
 
 
 def write_editions(app) -> list[Path]:
     """Write the edition of every notebook page into ``<build>/editions/<language>/``
     (the folder beside the HTML output). Returns the files written."""
+    from llmmath.translation import language_of, read_catalogue, translate_notebook
+
     env = app.env
-    out = Path(app.outdir).parent / EDITIONS / LANGUAGE
+    lang = language_of(app.config)
+    out = Path(app.outdir).parent / EDITIONS / edition_folder(lang)
     site_url = _site_url(app)
+    locales = Path(app.srcdir) / app.config.locale_dirs[0] / lang / "LC_MESSAGES"
     written = []
     for docname in sorted(env.found_docs):
         source = Path(env.doc2path(docname))
@@ -512,7 +548,10 @@ def write_editions(app) -> list[Path]:
         doctree = env.get_and_resolve_doctree(docname, app.builder)
         resolved = resolve_page(doctree, docname, env, site_url)
         notebook = json.loads(source.read_text(encoding="utf-8"))
-        text = dumps(edition(notebook, docname, resolved, site_url))
+        if lang != "en":
+            catalogue = read_catalogue(locales / f"{docname}.po")
+            notebook = translate_notebook(notebook, catalogue, docname)
+        text = dumps(edition(notebook, docname, resolved, site_url, lang))
         target = out / f"{docname}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists() or target.read_text(encoding="utf-8") != text:
@@ -529,12 +568,17 @@ def _build_finished(app, exception) -> None:
 def _launch_editions(app, pagename, templatename, context, doctree) -> None:
     """Point the page's Binder and Colab buttons at its reader edition (the theme
     points them at the MyST source)."""
+    from llmmath.translation import language_of
+
+    language = language_of(app.config)
     source = f"/{pagename}.ipynb"
     for button in context.get("header_buttons", []):
         for item in button.get("buttons", []) if isinstance(button, dict) else []:
             url = item.get("url", "")
             if url.endswith(source) and ("binder" in url or "colab" in url):
-                item["url"] = url[: -len(source)] + "/" + edition_path(pagename)
+                item["url"] = (
+                    url[: -len(source)] + "/" + edition_path(pagename, language)
+                )
 
 
 def setup(app) -> dict:

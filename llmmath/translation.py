@@ -79,11 +79,15 @@ def _message_parser(app):
 
     class MessageParser(MystParser):
         def parse(self, inputstring, document) -> None:
+            from sphinx.util.docutils import sphinx_domains
+
             renderer = _RENDERERS.get(app.env.docname)
             if renderer is not None:
                 document["nb_renderer"] = renderer
             try:
-                super().parse(inputstring, document)
+                # The domains' roles ({doc}, {ref}, {numref}…), as for the page.
+                with sphinx_domains(app.env):
+                    super().parse(inputstring, document)
             finally:
                 document.attributes.pop("nb_renderer", None)
 
@@ -128,15 +132,52 @@ def publish_msgstr(app, source, source_path, source_line, config, settings):
         config.rst_prolog = rst_prolog
 
 
+def _translatable_exercise_titles() -> None:
+    """Make each exercise's title a message: sphinx-exercise builds the title's
+    subtitle node with neither a source nor its raw text, so Sphinx's gettext builder
+    leaves it out and a translated page would show the English title."""
+    from sphinx_exercise.directive import ExerciseDirective
+    from sphinx_exercise.nodes import exercise_subtitle
+
+    run = ExerciseDirective.run
+    if getattr(run, "llmmath", False):
+        return
+
+    def run_with_message(self):
+        result = run(self)
+        if self.arguments:
+            source, line = self.get_source_info()
+            for node in result:
+                for subtitle in node.findall(exercise_subtitle):
+                    subtitle.rawsource = self.arguments[0]
+                    subtitle.source, subtitle.line = source, line
+        return result
+
+    run_with_message.llmmath = True
+    ExerciseDirective.run = run_with_message
+
+
+def _exercise_title_messages(app, doctree) -> None:
+    """Give the gettext builder each exercise's title as it is read: by the time the
+    builder extracts a page's messages, sphinx-exercise has replaced the title nodes
+    with numbered ones that carry no source."""
+    if app.builder.name != "gettext":
+        return
+    from sphinx.builders.gettext import MsgOrigin
+    from sphinx.util.i18n import docname_to_domain
+    from sphinx_exercise.nodes import exercise_subtitle
+
+    domain = docname_to_domain(app.env.docname, app.config.gettext_compact)
+    for node in doctree.findall(exercise_subtitle):
+        if node.rawsource:
+            origin = MsgOrigin(node.source, node.line)
+            app.builder.catalogs[domain].add(node.rawsource, origin)
+
+
 def language_of(config) -> str:
     """The build's language as a key of `FOLDERS`; raises ValueError for a language
     the book has no edition in."""
-    language = config.language or "en"
-    if language not in FOLDERS:
-        raise ValueError(
-            f"language {language!r}: the book has editions in {sorted(FOLDERS)} only"
-        )
-    return language
+    return language_of_name(config.language or "en")
 
 
 def language_links(pagename: str, language: str) -> list[dict[str, str]]:
@@ -201,6 +242,7 @@ def setup(app) -> dict:
 
     sphinx.transforms.i18n.publish_msgstr = publish_msgstr
     _keep_renderers(app)
+    _translatable_exercise_titles()
     locale = sphinx.transforms.i18n.Locale
     if not getattr(locale.apply, "llmmath", False):
         original = locale.apply
@@ -214,6 +256,7 @@ def setup(app) -> dict:
         apply.llmmath = True
         locale.apply = apply
     app.connect("config-inited", _config_inited)
+    app.connect("doctree-read", _exercise_title_messages)
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
@@ -351,12 +394,84 @@ def import_catalogue(path, messages: list[dict[str, str]]) -> int:
     return count
 
 
+def edition_config(config_yml: str, language: str) -> str:
+    """The book's jupyter-book configuration (``_config.yml``'s text) for the
+    edition in ``language``: the same but for ``sphinx.config.language``. Jupyter
+    Book 1.x reads one configuration file and has no option for the language, so
+    each translated edition is built with such a copy (``make book``)."""
+    import yaml
+
+    config = yaml.safe_load(config_yml)
+    config["sphinx"]["config"]["language"] = language_of_name(language)
+    return yaml.safe_dump(config, allow_unicode=True, sort_keys=False)
+
+
+def language_of_name(language: str) -> str:
+    """``language`` if the book has an edition in it; else ValueError."""
+    if language not in FOLDERS:
+        raise ValueError(
+            f"language {language!r}: the book has editions in {sorted(FOLDERS)} only"
+        )
+    return language
+
+
+def build_book(
+    root: Path, out: Path, flags: tuple[str, ...] = (), jupyter_book: str = ""
+) -> tuple[int, str, dict[str, float]]:
+    """Build the site in every language with jupyter-book: English into
+    ``out/_build/html/``, each translation into ``out/_build/html/<folder>/``
+    (`FOLDERS`) and its reader editions into ``out/_build/editions/<folder>/`` beside
+    the English ones. ``flags`` go to every build (``-W -n --keep-going``: strict).
+
+    Returns the first failing build's exit code (else 0), the tail of each build's
+    output, and each language's build time in seconds.
+    """
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    jb = jupyter_book or str(Path(sys.executable).with_name("jupyter-book"))
+    log, seconds, code = [], {}, 0
+    for lang, folder in FOLDERS.items():
+        command = [jb, "build", str(root), "--path-output", str(out), *flags]
+        target = out
+        if folder:
+            config = out / "_build" / f"_config.{lang}.yml"
+            config.parent.mkdir(parents=True, exist_ok=True)
+            text = (root / "_config.yml").read_text("utf-8")
+            config.write_text(edition_config(text, lang), "utf-8")
+            target = out / "_build" / lang
+            command[4] = str(target)
+            command += ["--config", str(config)]
+        started = time.perf_counter()
+        result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+        seconds[lang] = time.perf_counter() - started
+        log.append(f"--- {lang}: exit {result.returncode} in {seconds[lang]:.1f} s\n")
+        log.append(result.stdout[-4000:] + result.stderr[-4000:])
+        if result.returncode:
+            code = code or result.returncode
+            continue
+        if folder:
+            built = target / "_build"
+            site = out / "_build" / "html" / folder
+            shutil.rmtree(site, ignore_errors=True)
+            shutil.copytree(built / "html", site)
+            editions = out / "_build" / "editions" / folder
+            shutil.rmtree(editions, ignore_errors=True)
+            shutil.copytree(built / "editions" / folder, editions)
+    return code, "".join(log), seconds
+
+
 def main(argv=None) -> int:
     """``python -m llmmath.translation check|export|import``: the translators' tools.
 
     - ``check PO…``: print every problem (exit 1 if any);
     - ``export PO``: the messages as JSON on stdout;
-    - ``import PO JSON``: set translations from such a JSON file.
+    - ``import PO JSON``: set translations from such a JSON file;
+    - ``build [FLAGS]``: build every edition of the book here (`build_book`);
+    - ``config LANG OUT``: write the book's ``_config.yml`` with ``language: LANG``
+      to OUT, for ``jupyter-book build --config OUT`` (`edition_config`).
     """
     import argparse
     import json
@@ -369,7 +484,24 @@ def main(argv=None) -> int:
     imported = sub.add_parser("import")
     imported.add_argument("catalogue")
     imported.add_argument("messages")
+    configured = sub.add_parser("config")
+    configured.add_argument("language", choices=sorted(FOLDERS))
+    configured.add_argument("out")
+    built = sub.add_parser("build")
+    built.add_argument("flags", nargs="*")
     args = parser.parse_args(argv)
+    if args.command == "build":
+        root = Path.cwd()
+        code, log, seconds = build_book(root, root, tuple(args.flags))
+        print(log if code else "", end="")
+        for lang, taken in seconds.items():
+            print(f"{NAMES[lang]} edition ({lang}) built in {taken:.0f} s")
+        return code
+    if args.command == "config":
+        text = edition_config(Path("_config.yml").read_text("utf-8"), args.language)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text, "utf-8")
+        return 0
     if args.command == "check":
         problems = [p for path in args.catalogues for p in check_catalogue(path)]
         print("\n".join(problems) if problems else "complete")
@@ -386,3 +518,154 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# ------------------------------------------------------------------------------
+# The translated reader editions: a notebook's MyST, message by message.
+
+
+class TranslationError(ValueError):
+    """A page's source holds a message its catalogue does not (the message names the
+    page and the text): run ``make catalogues`` and translate what is new."""
+
+
+def read_catalogue(path) -> dict[str, str]:
+    """A ``.po`` catalogue as ``{English: translation}``, with only what Sphinx uses:
+    messages translated and not fuzzy."""
+    from babel.messages.pofile import read_po
+
+    with open(path, "rb") as handle:
+        catalogue = read_po(handle)
+    return {
+        m.id: m.string
+        for m in catalogue
+        if m.id and isinstance(m.id, str) and m.string and not m.fuzzy
+    }
+
+
+def _markdown_parser():
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.amsmath import amsmath_plugin
+    from mdit_py_plugins.colon_fence import colon_fence_plugin
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+    from mdit_py_plugins.myst_blocks import myst_block_plugin
+
+    return (
+        MarkdownIt("commonmark")
+        .enable("table")
+        .use(dollarmath_plugin)
+        .use(amsmath_plugin)
+        .use(colon_fence_plugin)
+        .use(myst_block_plugin)
+    )
+
+
+def translate_markdown(
+    text: str, catalogue: dict[str, str], page: str = "", strict: bool = False
+) -> str:
+    """MyST Markdown with each message replaced by its translation.
+
+    A message is what Sphinx's gettext builder extracts: a heading's, paragraph's or
+    table cell's inline text with its line breaks made spaces. A directive's title
+    (``{exercise} Title``) is a message too, and its body is translated the same way;
+    code, math blocks, targets and comments stay. A message the catalogue does not
+    hold stays English, as on Sphinx's translated pages; with ``strict``, it raises
+    `TranslationError` instead.
+    """
+    lines = text.split("\n")
+    tokens = _markdown_parser().parse(text)
+    edits: list[tuple[int, int, list[str]]] = []  # [start, end) lines → new lines
+
+    def translated(message: str) -> str:
+        key = message.replace("\n", " ").strip()
+        return lookup(catalogue, key, page, strict)
+
+    row: list[int] | None = None
+    for i, token in enumerate(tokens):
+        if token.type == "tr_open":
+            row = token.map
+        elif token.type == "tr_close":
+            row = None
+        elif token.type == "inline" and token.content.strip():
+            if row is not None:  # a table cell: replaced within its row's line
+                start = row[0]
+                line = edits_line(edits, lines, start)
+                cell = token.content.strip()
+                line = line.replace(cell, translated(cell).replace("|", "\\|"), 1)
+                edits.append((start, start + 1, [line]))
+                continue
+            block = tokens[i - 1]
+            start, end = block.map
+            first = token.content.split("\n", 1)[0]
+            head = lines[start]
+            prefix = head[: head.index(first)] if first in head else head
+            edits.append((start, end, [prefix + translated(token.content)]))
+        elif token.type in ("fence", "colon_fence") and token.info.startswith("{"):
+            edits.append(_translate_directive(token, lines, catalogue, page, strict))
+    for start, end, new in sorted(edits, key=lambda edit: edit[0], reverse=True):
+        lines[start:end] = new
+    return "\n".join(lines)
+
+
+def edits_line(edits, lines, index: int) -> str:
+    """Line ``index`` as earlier edits of the same line left it."""
+    for start, end, new in reversed(edits):
+        if start == index and end == index + 1:
+            return new[0]
+    return lines[index]
+
+
+def lookup(catalogue: dict[str, str], key: str, page: str, strict: bool) -> str:
+    """The translation of one message; the message itself when there is none (or
+    `TranslationError` when ``strict``)."""
+    if key in catalogue:
+        return catalogue[key]
+    if strict:
+        raise TranslationError(f"{page}: no translation of {key[:80]!r}")
+    return key
+
+
+def _translate_directive(token, lines, catalogue, page, strict):
+    """A directive fence with its title and body translated (options kept)."""
+    start, end = token.map
+    opening = lines[start]
+    name, _, title = token.info.partition("}")
+    title = title.strip()
+    if title and name not in ("{solution-start", "{solution-end"):
+        opening = opening[: opening.rindex(title)] + lookup(
+            catalogue, title, page, strict
+        )
+    body = token.content.removesuffix("\n").split("\n")
+    options = 0
+    while options < len(body) and re.match(r"^:[\w-]+:", body[options]):
+        options += 1
+    rest = "\n".join(body[options:])
+    translated_body = (
+        translate_markdown(rest, catalogue, page) if rest.strip() else rest
+    )
+    closing = lines[end - 1] if end - 1 > start else ""
+    new = [opening, *body[:options], *translated_body.split("\n")]
+    if closing:
+        new.append(closing)
+    return (start, end, [line for line in new] if True else new)
+
+
+def translate_notebook(
+    notebook: dict, catalogue: dict[str, str], page: str, strict: bool = False
+) -> dict:
+    """A copy of a MyST notebook (nbformat 4 dict) in the catalogue's language: every
+    markdown cell through `translate_markdown`, and each figure's caption (the code
+    cell's ``mystnb.figure.caption``). Code and outputs stay as they are."""
+    import copy
+
+    notebook = copy.deepcopy(notebook)
+    for cell in notebook["cells"]:
+        source = cell["source"]
+        source = "".join(source) if isinstance(source, list) else source
+        if cell["cell_type"] == "markdown":
+            cell["source"] = translate_markdown(source, catalogue, page, strict)
+        figure = cell.get("metadata", {}).get("mystnb", {}).get("figure")
+        if figure and figure.get("caption"):
+            caption = figure["caption"]
+            figure["caption"] = translate_markdown(caption, catalogue, page, strict)
+    return notebook
