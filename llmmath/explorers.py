@@ -44,12 +44,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from llmmath import presets
 from llmmath.config import ConfigError, ModelConfig, parse_config_text
 from llmmath.counting import GROUPS, ParamCount, count_params
+from llmmath.messages import N_
+from llmmath.messages import gettext as _
 
 #: One colour per parameter group, used by the figures (`llmmath.plots`) and the
 # explorers.
@@ -61,11 +64,11 @@ GROUP_COLORS = {
     "lm_head": "#8172b3",
 }
 GROUP_LABELS = {
-    "embedding": "embedding",
-    "attention": "attention",
-    "ffn": "FFN",
-    "norm": "norms",
-    "lm_head": "LM head",
+    "embedding": N_("embedding"),
+    "attention": N_("attention"),
+    "ffn": N_("FFN"),
+    "norm": N_("norms"),
+    "lm_head": N_("LM head"),
 }
 BAR_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
 #: The explorers' views name colours of the front end's palette, not hex codes:
@@ -80,6 +83,47 @@ GROUP_PALETTE = dict(zip(GROUP_COLORS, PALETTE))
 FORMATS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 
 View = dict[str, Any]
+
+#: Row labels that other modules write (`llmmath.memory.memory_budget`'s items,
+#: `llmmath.parallel.Plan`'s model state and step times), translated where shown.
+ITEM_LABELS = (
+    N_("gradients (bf16)"),
+    N_("optimizer (fp32 master, m, v)"),
+    N_("master weights (fp32)"),
+    N_("Adam first moment m (fp32)"),
+    N_("Adam second moment v (fp32)"),
+    N_("activations"),
+    N_("compute"),
+    N_("pipeline bubble"),
+    N_("tensor parallel"),
+    N_("pipeline sends"),
+    N_("expert all-to-all"),
+    N_("data parallel (exposed)"),
+    N_("none (inference)"),
+    N_("Adam, mixed precision"),
+)
+#: Those with numbers in them: the English pattern and its message.
+ITEM_PATTERNS = (
+    (r"weights \((?P<format>[^)]+)\)", N_("weights ({format})")),
+    (r"gradients \((?P<format>[^)]+)\)", N_("gradients ({format})")),
+    (r"activations, (?P<n>[\d,]+) layers", N_("activations, {n} layers")),
+    (
+        r"KV cache \((?P<dtype>[^)]+)\), (?P<batch>[\d,]+) × (?P<t>[\d,]+) tokens",
+        N_("KV cache ({dtype}), {batch} × {t} tokens"),
+    ),
+)
+
+
+def _item(label: str) -> str:
+    """A row label written by another module, in the current language (as it is when
+    the catalogue does not know it)."""
+    if label in ITEM_LABELS:
+        return _(label)
+    for pattern, message in ITEM_PATTERNS:
+        found = re.fullmatch(pattern, label)
+        if found:
+            return _(message).format(**found.groupdict())
+    return label
 
 
 # --- state ----------------------------------------------------------------------------
@@ -100,9 +144,17 @@ def _int(state: Mapping, name: str, low: int, high: int) -> int:
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be a whole number, got {value!r}")
+        raise ConfigError(
+            _("{name} must be a whole number, got {value}").format(
+                name=name, value=repr(value)
+            )
+        )
     if not low <= value <= high:
-        raise ConfigError(f"{name} must be between {low:,} and {high:,}, got {value:,}")
+        raise ConfigError(
+            _("{name} must be between {low} and {high}, got {value}").format(
+                name=name, low=f"{low:,}", high=f"{high:,}", value=f"{value:,}"
+            )
+        )
     return value
 
 
@@ -113,9 +165,17 @@ def _float(state: Mapping, name: str, low: float, high: float) -> float:
     try:
         value = float(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be a number, got {value!r}") from None
+        raise ConfigError(
+            _("{name} must be a number, got {value}").format(
+                name=name, value=repr(value)
+            )
+        ) from None
     if not (math.isfinite(value) and low <= value <= high):
-        raise ConfigError(f"{name} must be between {low:,} and {high:,}, got {value}")
+        raise ConfigError(
+            _("{name} must be between {low} and {high}, got {value}").format(
+                name=name, low=f"{low:,}", high=f"{high:,}", value=value
+            )
+        )
     return value
 
 
@@ -128,7 +188,9 @@ def _choice(state: Mapping, name: str, allowed, default):
     value = state.get(name, default)
     if value not in allowed:
         raise ConfigError(
-            f"{name} must be one of {', '.join(map(str, allowed))}; got {value!r}"
+            _("{name} must be one of {allowed}; got {value}").format(
+                name=name, allowed=", ".join(map(str, allowed)), value=repr(value)
+            )
         )
     return value
 
@@ -162,8 +224,8 @@ def _check(name, label, disabled=False) -> dict:
     return {"name": name, "label": label, "type": "check", "disabled": disabled}
 
 
-def _preset_select(label="model") -> dict:
-    return _select("preset", label, presets.names())
+def _preset_select(label=None) -> dict:
+    return _select("preset", _("model") if label is None else label, presets.names())
 
 
 def note(text: str, tone: str = "info") -> dict:
@@ -188,7 +250,9 @@ def _error_view(kind: str, state: Mapping, controls: list, error: Exception) -> 
         "kind": kind,
         "state": dict(state),
         "controls": controls,
-        "blocks": [note(f"Invalid configuration: {error}", "error")],
+        "blocks": [
+            note(_("Invalid configuration: {error}").format(error=error), "error")
+        ],
         "error": str(error),
     }
 
@@ -220,13 +284,19 @@ def _domain(control: Mapping) -> str:
     """What ``control`` accepts, in words (for the one-line answer to a bad link)."""
     kind = control["type"]
     if kind == "select":
-        return "one of " + ", ".join(str(o) for o, _ in control["options"])
+        return _("one of {values}").format(
+            values=", ".join(str(pair[0]) for pair in control["options"])
+        )
     if kind == "check":
-        return "true or false"
+        return _("true or false")
     if kind == "text":
-        return "text"
-    whole = "a number" if kind == "float" else "a whole number"
-    return f"{whole} from {control['min']:,} to {control['max']:,}"
+        return _("text")
+    whole = (
+        _("a number from {low} to {high}")
+        if kind == "float"
+        else _("a whole number from {low} to {high}")
+    )
+    return whole.format(low=f"{control['min']:,}", high=f"{control['max']:,}")
 
 
 def _illegal(view: View) -> list[str]:
@@ -255,17 +325,17 @@ def breakdown_rows(counts: ParamCount) -> list[list[str]]:
     """Rows (group, parameters, share) of a breakdown, then per layer, non-embedding,
     the active parameters of a mixture of experts, and the total."""
     rows = [
-        [GROUP_LABELS[g], f"{n:,}", f"{n / counts.total:.2%}"]
+        [_(GROUP_LABELS[g]), f"{n:,}", f"{n / counts.total:.2%}"]
         for g, n in counts.by_group().items()
         if g in GROUPS
     ]
     rows += [
-        ["per layer", f"{counts.per_layer:,}", ""],
-        ["non-embedding", f"{counts.non_embedding:,}", ""],
+        [_("per layer"), f"{counts.per_layer:,}", ""],
+        [_("non-embedding"), f"{counts.non_embedding:,}", ""],
     ]
     if counts.active != counts.total:
-        rows.append(["active per token", f"{counts.active:,}", ""])
-    rows.append(["total", f"{counts.total:,}", "100%"])
+        rows.append([_("active per token"), f"{counts.active:,}", ""])
+    rows.append([_("total"), f"{counts.total:,}", "100%"])
     return rows
 
 
@@ -273,7 +343,7 @@ def group_bars(counts: ParamCount, title: str) -> dict:
     """A bars block of the groups' counts (bar length ∝ parameters)."""
     items = [
         {
-            "label": GROUP_LABELS[g],
+            "label": _(GROUP_LABELS[g]),
             "value": n,
             "color": GROUP_PALETTE[g],
             "text": f"{n / counts.total:.1%}",
@@ -291,7 +361,7 @@ def param_config(state: Mapping) -> ModelConfig:
         ConfigError: a size out of range or a combination `ModelConfig` refuses.
     """
     base = presets.load(_preset(state, "llama-2-7b"))
-    changes = {f: _int(state, f, 1, top) for f, _, top in PARAM_FIELDS}
+    changes = {f: _int(state, f, 1, top) for f, _sym, top in PARAM_FIELDS}
     changes["num_key_value_heads"] = _int(state, "num_key_value_heads", 1, 4096)
     changes["tie_word_embeddings"] = bool(state.get("tie_word_embeddings"))
     same_heads = (changes["hidden_size"], changes["num_attention_heads"]) == (
@@ -317,7 +387,7 @@ def params(state: Mapping) -> View:
         return _error_view("params", state, [_preset_select()], e)
     if state.get("loaded") != name:
         cfg = presets.load(name)
-        state.update({f: getattr(cfg, f) for f, _, _ in PARAM_FIELDS})
+        state.update({f: getattr(cfg, f) for f, *_rest in PARAM_FIELDS})
         state.update(
             num_key_value_heads=cfg.num_key_value_heads,
             tie_word_embeddings=cfg.tie_word_embeddings,
@@ -342,14 +412,18 @@ def params(state: Mapping) -> View:
         return _error_view("params", state, controls, e)
     counts = count_params(cfg)
     edited = cfg != presets.load(state["preset"])
-    title = f"{state['preset']} (edited)" if edited else state["preset"]
+    title = (
+        _("{model} (edited)").format(model=state["preset"])
+        if edited
+        else state["preset"]
+    )
     return {
         "kind": "params",
         "state": state,
         "controls": controls,
         "blocks": [
             note(f"d_h = {cfg.head_dim}, g = n_h / n_kv = {cfg.group_size}"),
-            table(breakdown_rows(counts), ["group", "parameters", "share"]),
+            table(breakdown_rows(counts), [_("group"), _("parameters"), _("share")]),
             group_bars(counts, title),
         ],
     }
@@ -375,24 +449,29 @@ def attention_rows(cfg: ModelConfig, seq_len: int, dtype: str = "bf16") -> list:
     layers = cfg.num_hidden_layers
     return [
         ("d_h, g", f"{cfg.head_dim}, {cfg.group_size}"),
-        ("attention parameters, one layer", f"{per_layer:,}"),
+        (_("attention parameters, one layer"), f"{per_layer:,}"),
         (
-            f"attention parameters, {layers} layers",
+            _("attention parameters, {n} layers").format(n=layers),
             f"{counts.by_group()['attention']:,}",
         ),
         (
-            f"KV cache bytes per token ({dtype})",
+            _("KV cache bytes per token ({dtype})").format(dtype=dtype),
             f"{kv_cache_bytes_per_token(cfg, dtype):,}",
         ),
         (
-            f"attention FLOPs per token at t = {seq_len:,}, all pairs",
+            _("attention FLOPs per token at t = {t}, all pairs").format(
+                t=f"{seq_len:,}"
+            ),
             f"{full.total // seq_len:,}",
         ),
         (
-            f"attention FLOPs per token at t = {seq_len:,}, causal",
+            _("attention FLOPs per token at t = {t}, causal").format(t=f"{seq_len:,}"),
             f"{causal.total // seq_len:,}",
         ),
-        ("QKᵀ + AV share of them, causal", f"{causal.quadratic / causal.total:.1%}"),
+        (
+            _("QKᵀ + AV share of them, causal"),
+            f"{causal.quadratic / causal.total:.1%}",
+        ),
     ]
 
 
@@ -430,12 +509,12 @@ def attention(state: Mapping) -> View:
         ours, mha = attention_rows(cfg, seq_len), attention_rows(twin, seq_len)
     except ConfigError as e:
         return _error_view("attention", state, controls, e)
-    rows = [[label, a, b] for (label, a), (_, b) in zip(ours, mha)]
+    rows = [[label, a, b] for (label, a), (_twin, b) in zip(ours, mha)]
     return {
         "kind": "attention",
         "state": state,
         "controls": controls,
-        "blocks": [table(rows, ["", "this configuration", "MHA (n_kv = n_h)"])],
+        "blocks": [table(rows, ["", _("this configuration"), _("MHA (n_kv = n_h)")])],
     }
 
 
@@ -475,25 +554,33 @@ def rotary(state: Mapping) -> View:
         state["pair"] = min(state["pair"], state["head_dim"] // 2 - 1)
     top = state["head_dim"] // 2 - 1 if state["head_dim"] in (64, 128) else 63
     controls = [
-        {**_number("position", "position m", 0, 32768), "type": "range"},
-        {**_number("pair", "pair i", 0, top), "type": "range"},
-        _select("base", "base", ROPE_BASES),
+        {**_number("position", _("position m"), 0, 32768), "type": "range"},
+        {**_number("pair", _("pair i"), 0, top), "type": "range"},
+        _select("base", _("base"), ROPE_BASES),
         _select("head_dim", "d_h", (64, 128)),
     ]
     try:
         d = _choice(state, "head_dim", (64, 128), 128)
-        base = _choice(state, "base", [b for b, _ in ROPE_BASES], 10000.0)
+        base = _choice(state, "base", [b for b, _label in ROPE_BASES], 10000.0)
         m = _int(state, "position", 0, 32768)
         i = _int(state, "pair", 0, d // 2 - 1)
     except ConfigError as e:
         return _error_view("rotary", state, controls, e)
     v = rotary_numbers(m, i, float(base), d)
     rows = [
-        ["θ_i, radians per token", f"{v['theta']:.6g}"],
-        ["wavelength λ_i = 2π/θ_i", f"{v['wavelength']:,.1f} tokens"],
-        ["angle m·θ_i", f"{v['angle']:,.3f} rad = {v['turns']:,.3f} turns"],
-        ["(cos, sin) of the angle", f"({v['cos']:.4f}, {v['sin']:.4f})"],
-        ["pairs with λ ≤ m", f"{v['done']} of {d // 2}"],
+        [_("θ_i, radians per token"), f"{v['theta']:.6g}"],
+        [
+            _("wavelength λ_i = 2π/θ_i"),
+            _("{n} tokens").format(n=f"{v['wavelength']:,.1f}"),
+        ],
+        [
+            _("angle m·θ_i"),
+            _("{angle} rad = {turns} turns").format(
+                angle=f"{v['angle']:,.3f}", turns=f"{v['turns']:,.3f}"
+            ),
+        ],
+        [_("(cos, sin) of the angle"), f"({v['cos']:.4f}, {v['sin']:.4f})"],
+        [_("pairs with λ ≤ m"), _("{n} of {total}").format(n=v["done"], total=d // 2)],
     ]
     circle = [
         [math.cos(2 * math.pi * k / 96), math.sin(2 * math.pi * k / 96)]
@@ -512,7 +599,7 @@ def rotary(state: Mapping) -> View:
                 "points": [[0, 0], [v["cos"], v["sin"]]],
                 "mode": "line",
                 "color": PALETTE[1],
-                "label": f"pair {i} at m = {m:,}",
+                "label": _("pair {i} at m = {m}").format(i=i, m=f"{m:,}"),
             },
         ],
     }
@@ -521,8 +608,8 @@ def rotary(state: Mapping) -> View:
         "type": "plot",
         "width": 340,
         "height": 180,
-        "x": {"min": -0.5, "max": d // 2 - 0.5, "label": "pair i"},
-        "y": {"min": 1, "max": 1e7, "log": True, "label": "λ_i (tokens)"},
+        "x": {"min": -0.5, "max": d // 2 - 0.5, "label": _("pair i")},
+        "y": {"min": 1, "max": 1e7, "log": True, "label": _("λ_i (tokens)")},
         "series": [
             {"points": bars, "mode": "bars", "color": PALETTE[0]},
             {"points": [bars[i]], "mode": "bars", "color": PALETTE[1]},
@@ -563,11 +650,11 @@ def serving(state: Mapping) -> View:
     }
     controls = [
         _preset_select(),
-        _select("weight_dtype", "weights", FORMATS),
-        _select("cache_dtype", "KV cache", FORMATS),
-        _number("batch", "batch", 1, 10**6),
-        _number("seq_len", "context", 1, 10**8),
-        _number("gpu_gb", "GPU (GB)", 0.001, 10**6, "float", 1),
+        _select("weight_dtype", _("weights"), FORMATS),
+        _select("cache_dtype", _("KV cache"), FORMATS),
+        _number("batch", _("batch"), 1, 10**6),
+        _number("seq_len", _("context"), 1, 10**8),
+        _number("gpu_gb", _("GPU (GB)"), 0.001, 10**6, "float", 1),
     ]
     try:
         cfg = presets.load(_preset(state, "llama-3-8b"))
@@ -579,26 +666,29 @@ def serving(state: Mapping) -> View:
         )
     except ConfigError as e:
         return _error_view("serving", state, controls, e)
-    verdict = "fit" if fit.fits else "do not fit"
+    verdict = _("fit") if fit.fits else _("do not fit")
     rows = [
-        ["weights", f"{fit.weight_bytes:,} bytes = {human_bytes(fit.weight_bytes)}"],
+        [_("weights"), _bytes_text(fit.weight_bytes, human_bytes)],
         [
-            f"KV cache, {batch:,} × {seq_len:,} tokens",
-            f"{fit.cache_bytes:,} bytes = {human_bytes(fit.cache_bytes)}",
+            _("KV cache, {batch} × {t} tokens").format(
+                batch=f"{batch:,}", t=f"{seq_len:,}"
+            ),
+            _bytes_text(fit.cache_bytes, human_bytes),
+        ],
+        [_("weights + KV cache"), _bytes_text(fit.total_bytes, human_bytes)],
+        [_("in {gb} GB they").format(gb=f"{gpu / 10**9:,.3f}"), verdict],
+        [
+            _("largest batch of {t}-token sequences").format(t=f"{seq_len:,}"),
+            f"{fit.max_batch:,}",
         ],
         [
-            "weights + KV cache",
-            f"{fit.total_bytes:,} bytes = {human_bytes(fit.total_bytes)}",
-        ],
-        [f"in {gpu / 10**9:,.3f} GB they", verdict],
-        [f"largest batch of {seq_len:,}-token sequences", f"{fit.max_batch:,}"],
-        [
-            f"longest context for a batch of {batch:,}",
-            f"{fit.max_seq_len:,} tokens (the model is built for "
-            f"{fit.context_limit:,})",
+            _("longest context for a batch of {batch}").format(batch=f"{batch:,}"),
+            _("{n} tokens (the model is built for {limit})").format(
+                n=f"{fit.max_seq_len:,}", limit=f"{fit.context_limit:,}"
+            ),
         ],
     ]
-    items = {"weights": fit.weight_bytes, "KV cache": fit.cache_bytes}
+    items = {_("weights"): fit.weight_bytes, _("KV cache"): fit.cache_bytes}
     return {
         "kind": "serving",
         "state": state,
@@ -607,8 +697,15 @@ def serving(state: Mapping) -> View:
     }
 
 
-def stack(items: Mapping[str, int], limit: int, gpu: str = "the GPU") -> dict:
-    """A stacked bar of ``items`` (bytes) against ``limit`` bytes (``gpu`` names it)."""
+def _bytes_text(n: int, human: Callable[[int], str]) -> str:
+    """``n`` bytes in full and in GB: ``16,060,522,496 bytes = 16.06 GB``."""
+    return _("{n} bytes = {human}").format(n=f"{n:,}", human=human(n))
+
+
+def stack(items: Mapping[str, int], limit: int, gpu: str | None = None) -> dict:
+    """A stacked bar of ``items`` (bytes) against ``limit`` bytes (``gpu`` names it,
+    "the GPU" when None)."""
+    gpu = _("the GPU") if gpu is None else gpu
     return {
         "type": "stack",
         "items": [
@@ -642,12 +739,14 @@ def memory(state: Mapping) -> View:
     training = OPTIMIZERS.get(state["optimizer"]) is not None
     controls = [
         _preset_select(),
-        _select("dtype", "weights", ("fp32", "bf16", "fp8", "int8", "int4"), training),
-        _select("optimizer", "optimizer", list(OPTIMIZERS)),
-        _number("batch", "batch", 1, 10**6),
-        _number("seq_len", "sequence", 1, 10**7),
-        _check("flash", "flash attention", not training),
-        _number("gpu_gb", "GPU (GB)", 0.001, 10**6, "float", 1),
+        _select(
+            "dtype", _("weights"), ("fp32", "bf16", "fp8", "int8", "int4"), training
+        ),
+        _select("optimizer", _("optimizer"), [[o, _(o)] for o in OPTIMIZERS]),
+        _number("batch", _("batch"), 1, 10**6),
+        _number("seq_len", _("sequence"), 1, 10**7),
+        _check("flash", _("flash attention"), not training),
+        _number("gpu_gb", _("GPU (GB)"), 0.001, 10**6, "float", 1),
     ]
     try:
         cfg = presets.load(_preset(state, "llama-3-8b"))
@@ -665,26 +764,33 @@ def memory(state: Mapping) -> View:
     except ConfigError as e:
         return _error_view("memory", state, controls, e)
     total = sum(items.values())
+    items = {_item(k): v for k, v in items.items()}
     rows = [
         [k, f"{v:,}", f"{v / 10**9:,.2f}", f"{v / total:.1%}"] for k, v in items.items()
     ]
-    rows.append(["total", f"{total:,}", f"{total / 10**9:,.2f}", ""])
+    rows.append([_("total"), f"{total:,}", f"{total / 10**9:,.2f}", ""])
     blocks = []
     if seq_len > cfg.max_position_embeddings:
         blocks.append(
             note(
-                f"The model is built for {cfg.max_position_embeddings:,} tokens.",
+                _("The model is built for {n} tokens.").format(
+                    n=f"{cfg.max_position_embeddings:,}"
+                ),
                 "error",
             )
         )
     verdict = (
-        "fits"
+        _("fits")
         if total <= gpu
-        else f"does not fit: at least {-(-total // gpu):,} such GPUs"
+        else _("does not fit: at least {n} such GPUs").format(n=f"{-(-total // gpu):,}")
     )
     blocks += [
-        table(rows, ["item", "bytes", "GB", "share"]),
-        note(f"against {gpu / 10**9:,.2f} GB: {verdict}"),
+        table(rows, [_("item"), _("bytes"), "GB", _("share")]),
+        note(
+            _("against {gb} GB: {verdict}").format(
+                gb=f"{gpu / 10**9:,.2f}", verdict=verdict
+            )
+        ),
         stack(items, gpu),
     ]
     return {"kind": "memory", "state": state, "controls": controls, "blocks": blocks}
@@ -715,11 +821,11 @@ def roofline(state: Mapping) -> View:
     formats = ("fp32", "bf16", "fp8", "int8", "int4")
     controls = [
         _preset_select(),
-        _select("gpu", "GPU", list(GPUS)),
-        _select("weight_dtype", "weights", formats),
-        _select("cache_dtype", "KV cache", formats),
-        _number("batch", "batch", 1, 10**6),
-        _number("context", "context", 1, 10**7),
+        _select("gpu", _("GPU"), list(GPUS)),
+        _select("weight_dtype", _("weights"), formats),
+        _select("cache_dtype", _("KV cache"), formats),
+        _number("batch", _("batch"), 1, 10**6),
+        _number("context", _("context"), 1, 10**7),
     ]
     try:
         cfg = presets.load(_preset(state, "llama-3-8b"))
@@ -738,20 +844,26 @@ def roofline(state: Mapping) -> View:
     except ConfigError as e:
         return _error_view("roofline", state, controls, e)
     rows = [
-        ["FLOPs of the step", f"{step.flops:,}"],
-        ["bytes read", f"{step.bytes:,}"],
-        ["intensity", f"{step.intensity:,.2f} FLOPs/byte"],
-        ["ridge of the GPU", f"{gpu.ridge_point:,.1f} FLOPs/byte"],
-        ["compute time", f"{step.compute_seconds * 1e3:,.3f} ms"],
-        ["memory time", f"{step.memory_seconds * 1e3:,.3f} ms"],
-        ["bound", "memory" if step.memory_bound else "compute"],
-        ["tokens/s, all sequences", f"{step.tokens_per_second:,.0f}"],
-        ["tokens/s, per sequence", f"{step.tokens_per_second / b:,.1f}"],
-        ["compute-bound from batch", "never" if found is None else f"{found:,}"],
-        ["prefill intensity", f"{prefill.intensity:,.0f} FLOPs/byte"],
+        [_("FLOPs of the step"), f"{step.flops:,}"],
+        [_("bytes read"), f"{step.bytes:,}"],
+        [_("intensity"), _("{n} FLOPs/byte").format(n=f"{step.intensity:,.2f}")],
         [
-            f"weights + cache in {gpu.memory / 10**9:,.0f} GB",
-            "fit" if fit.fits else "do not fit",
+            _("ridge of the GPU"),
+            _("{n} FLOPs/byte").format(n=f"{gpu.ridge_point:,.1f}"),
+        ],
+        [_("compute time"), f"{step.compute_seconds * 1e3:,.3f} ms"],
+        [_("memory time"), f"{step.memory_seconds * 1e3:,.3f} ms"],
+        [_("bound"), _("memory") if step.memory_bound else _("compute")],
+        [_("tokens/s, all sequences"), f"{step.tokens_per_second:,.0f}"],
+        [_("tokens/s, per sequence"), f"{step.tokens_per_second / b:,.1f}"],
+        [_("compute-bound from batch"), _("never") if found is None else f"{found:,}"],
+        [
+            _("prefill intensity"),
+            _("{n} FLOPs/byte").format(n=f"{prefill.intensity:,.0f}"),
+        ],
+        [
+            _("weights + cache in {gb} GB").format(gb=f"{gpu.memory / 10**9:,.0f}"),
+            _("fit") if fit.fits else _("do not fit"),
         ],
     ]
 
@@ -773,35 +885,39 @@ def roofline(state: Mapping) -> View:
             "points": roof(gpu),
             "mode": "line",
             "color": INK,
-            "label": f"{gpu.name} (dashed: {', '.join(others)})",
+            "label": _("{gpu} (dashed: {others})").format(
+                gpu=gpu.name, others=", ".join(others)
+            ),
         },
         {"points": [point(s) for s in curve], "mode": "line", "color": PALETTE[0]},
         {
             "points": [point(s) for s in curve],
             "mode": "dots",
             "color": PALETTE[0],
-            "label": "decode, batch 1 … 1,024",
+            "label": _("decode, batch {first} … {last}").format(
+                first=f"{ROOFLINE_BATCHES[0]:,}", last=f"{ROOFLINE_BATCHES[-1]:,}"
+            ),
         },
         {
             "points": [point(prefill)],
             "mode": "dots",
             "radius": 5.5,
             "color": PALETTE[2],
-            "label": "prefill of one prompt",
+            "label": _("prefill of one prompt"),
         },
         {
             "points": [point(step)],
             "mode": "dots",
             "radius": 5.5,
             "color": PALETTE[1],
-            "label": f"decode, batch {b:,}",
+            "label": _("decode, batch {batch}").format(batch=f"{b:,}"),
         },
     ]
     plot = {
         "type": "plot",
         "width": 440,
         "height": 280,
-        "x": {"min": 0.1, "max": 1e5, "log": True, "label": "FLOPs per byte"},
+        "x": {"min": 0.1, "max": 1e5, "log": True, "label": _("FLOPs per byte")},
         "y": {"min": 1e11, "max": 1e16, "log": True, "label": "FLOP/s"},
         "series": series,
     }
@@ -815,7 +931,7 @@ def roofline(state: Mapping) -> View:
 
 # --- the calculator page --------------------------------------------------------------
 
-PASTED = "(pasted config.json)"
+PASTED = N_("(pasted config.json)")
 
 
 def calculator(state: Mapping) -> View:
@@ -856,17 +972,17 @@ def calculator(state: Mapping) -> View:
     ):
         state["preset"] = state["loaded"] = PASTED  # the reader edited the text
     controls = [
-        _select("preset", "model", [*presets.names(), PASTED]),
-        _number("batch", "batch", 1, 10**6),
-        _number("seq_len", "tokens", 1, 10**8),
-        _select("weights", "weights", WEIGHTS),
-        _select("kv_dtype", "KV cache", FORMATS),
-        _select("gpu", "GPU", list(GPUS)),
+        _select("preset", _("model"), [*presets.names(), [PASTED, _(PASTED)]]),
+        _number("batch", _("batch"), 1, 10**6),
+        _number("seq_len", _("tokens"), 1, 10**8),
+        _select("weights", _("weights"), WEIGHTS),
+        _select("kv_dtype", _("KV cache"), FORMATS),
+        _select("gpu", _("GPU"), list(GPUS)),
         {"name": "config", "label": "config.json", "type": "text"},
     ]
     try:
         if state["preset"] == PASTED:
-            title = "the pasted config.json"
+            title = _("the pasted config.json")
             cfg = ModelConfig.from_hf_config(
                 parse_config_text(str(state["config"]), title)
             )
@@ -886,63 +1002,78 @@ def calculator(state: Mapping) -> View:
         )
     except ConfigError as e:
         view = _error_view("calculator", state, controls, e)
-        view["blocks"] = [note(f"llmmath: error: {e}", "error")]
+        view["blocks"] = [note(_("llmmath: error: {error}").format(error=e), "error")]
         return view
     total = p["total"]
     groups = [
-        [GROUP_LABELS[g], f"{n:,}", f"{n / total:.2%}"]
+        [_(GROUP_LABELS[g]), f"{n:,}", f"{n / total:.2%}"]
         for g, n in p["groups"].items()
         if g in GROUPS
     ]
     groups += [
-        ["non-embedding", f"{p['non_embedding']:,}", ""],
-        ["active per token", f"{p['active']:,}", f"{p['active'] / total:.2%}"],
-        ["total", f"{total:,}", "100%"],
+        [_("non-embedding"), f"{p['non_embedding']:,}", ""],
+        [_("active per token"), f"{p['active']:,}", f"{p['active'] / total:.2%}"],
+        [_("total"), f"{total:,}", "100%"],
     ]
     parts = fl["parts"]
     flops_rows = [
-        ["attention projection matmuls", f"{parts['attention_projections']:,}"],
-        ["FFN matmuls", f"{parts['ffn']:,}"],
-        ["LM head matmul", f"{parts['lm_head']:,}"],
-        ["QKᵀ and AV (causal)", _flops_text(parts["attention_qk_av"])],
-        ["forward FLOPs per token", _flops_text(fl["forward_flops_per_token"])],
+        [_("attention projection matmuls"), f"{parts['attention_projections']:,}"],
+        [_("FFN matmuls"), f"{parts['ffn']:,}"],
+        [_("LM head matmul"), f"{parts['lm_head']:,}"],
+        [_("QKᵀ and AV (causal)"), _flops_text(parts["attention_qk_av"])],
+        [_("forward FLOPs per token"), _flops_text(fl["forward_flops_per_token"])],
     ]
-    group = f", groups of {mem['group_size']}" if mem["group_size"] else ""
-    verdict = "fit" if mem["fits"] else "do not fit"
+    group = (
+        _(", groups of {n}").format(n=mem["group_size"]) if mem["group_size"] else ""
+    )
+    verdict = _("fit") if mem["fits"] else _("do not fit")
     cache_rows = [
-        [f"KV cache per token ({kv_dtype})", f"{kv['bytes_per_token']:,} bytes"],
         [
-            f"KV cache, batch {batch:,} × {seq_len:,} tokens",
-            f"{mem['kv_cache_bytes']:,} bytes = {human_bytes(mem['kv_cache_bytes'])}",
+            _("KV cache per token ({dtype})").format(dtype=kv_dtype),
+            _("{n} bytes").format(n=f"{kv['bytes_per_token']:,}"),
         ],
         [
-            f"weights ({weights}{group})",
-            f"{mem['weight_bytes']:,} bytes = {human_bytes(mem['weight_bytes'])}",
+            _("KV cache, batch {batch} × {t} tokens").format(
+                batch=f"{batch:,}", t=f"{seq_len:,}"
+            ),
+            _bytes_text(mem["kv_cache_bytes"], human_bytes),
         ],
         [
-            "weights + KV cache",
-            f"{mem['total_bytes']:,} bytes = {human_bytes(mem['total_bytes'])}",
+            _("weights ({format}{groups})").format(format=weights, groups=group),
+            _bytes_text(mem["weight_bytes"], human_bytes),
         ],
+        [_("weights + KV cache"), _bytes_text(mem["total_bytes"], human_bytes)],
         [
-            f"in {gpu.name} ({mem['gpu_bytes']:,} bytes) they",
-            f"{verdict}: largest batch {mem['max_batch']:,}, longest context "
-            f"{mem['max_seq_len']:,}",
+            _("in {gpu} ({n} bytes) they").format(
+                gpu=gpu.name, n=f"{mem['gpu_bytes']:,}"
+            ),
+            _("{verdict}: largest batch {batch}, longest context {t}").format(
+                verdict=verdict,
+                batch=f"{mem['max_batch']:,}",
+                t=f"{mem['max_seq_len']:,}",
+            ),
         ],
     ]
     if kv["cached_tokens"] < seq_len:
         cache_rows.insert(
-            1, ["tokens kept (sliding window)", f"{kv['cached_tokens']:,}"]
+            1, [_("tokens kept (sliding window)"), f"{kv['cached_tokens']:,}"]
         )
-    items = {f"weights ({weights})": mem["weight_bytes"], "KV cache": kv["bytes"]}
+    items = {
+        _("weights ({format})").format(format=weights): mem["weight_bytes"],
+        _("KV cache"): kv["bytes"],
+    }
     return {
         "kind": "calculator",
         "state": state,
         "controls": controls,
         "blocks": [
-            note(f"{title}: {total:,} parameters"),
-            table(groups, ["group", "parameters", "share"]),
-            table(cache_rows, ["memory", "bytes"]),
-            table(flops_rows, ["FLOPs per token", f"at t = {seq_len:,}"]),
+            note(_("{title}: {n} parameters").format(title=title, n=f"{total:,}")),
+            table(groups, [_("group"), _("parameters"), _("share")]),
+            table(cache_rows, [_("memory"), _("bytes")]),
+            table(
+                flops_rows,
+                [_("FLOPs per token"), _("at t = {t}").format(t=f"{seq_len:,}")],
+            ),
             stack(items, gpu.memory, gpu.name),
         ],
     }
@@ -985,9 +1116,9 @@ def mla(state: Mapping) -> View:
         state.setdefault(name, value)
     controls = [
         _preset_select(),
-        _number("seq_len", "context", 1, 10**8),
-        _number("batch", "batch", 1, 10**6),
-        _select("dtype", "cache format", FORMATS),
+        _number("seq_len", _("context"), 1, 10**8),
+        _number("batch", _("batch"), 1, 10**6),
+        _select("dtype", _("cache format"), FORMATS),
         _select("num_key_value_heads", "GQA n_kv", divisors(cfg.num_attention_heads)),
         _number("kv_lora_rank", "MLA d_c", 1, 10**6),
         _number("qk_rope_head_dim", "MLA d_r", 1, 10**5),
@@ -1024,19 +1155,23 @@ def mla(state: Mapping) -> View:
                 "label": name,
                 "value": per_token,
                 "color": PALETTE[i],
-                "text": f"{per_token:,} B per token",
+                "text": _("{n} B per token").format(n=f"{per_token:,}"),
             }
         )
     headers = [
-        "attention",
-        "values per token and layer",
-        f"bytes per token ({L} layers, {dtype})",
-        f"cache, {batch:,} × {seq_len:,} tokens",
-        "smaller than MHA by",
+        _("attention"),
+        _("values per token and layer"),
+        _("bytes per token ({n} layers, {dtype})").format(n=L, dtype=dtype),
+        _("cache, {batch} × {t} tokens").format(batch=f"{batch:,}", t=f"{seq_len:,}"),
+        _("smaller than MHA by"),
     ]
-    text = (
-        f"{cfg.num_attention_heads} heads, keys {cfg.head_dim} and values "
-        f"{values['MQA'] - cfg.head_dim} wide; no sliding window applied."
+    text = _(
+        "{heads} heads, keys {keys} and values {values} wide; no sliding window "
+        "applied."
+    ).format(
+        heads=cfg.num_attention_heads,
+        keys=cfg.head_dim,
+        values=values["MQA"] - cfg.head_dim,
     )
     return {
         "kind": "mla",
@@ -1044,7 +1179,7 @@ def mla(state: Mapping) -> View:
         "controls": controls,
         "blocks": [
             table(rows, headers),
-            {"type": "bars", "title": "bytes per token", "items": items},
+            {"type": "bars", "title": _("bytes per token"), "items": items},
             note(text),
         ],
     }
@@ -1090,9 +1225,11 @@ def explore(kind: str, state: Mapping) -> View:
         return view  # an in-range number that does not fit the others stays shown
     if "error" not in view:  # a value the explorer took but no control can show
         (control,) = [c for c in view["controls"] if c["name"] == bad[0]]
-        text = f"{bad[0]} cannot be {fixed.get(bad[0])!r}: {_domain(control)}"
+        text = _("{name} cannot be {value}: {domain}").format(
+            name=bad[0], value=repr(fixed.get(bad[0])), domain=_domain(control)
+        )
         view = _error_view(kind, fixed, view["controls"], ConfigError(text))
-    for _ in range(4):  # a new preset can change another select's options
+    for _attempt in range(4):  # a new preset can change another select's options
         fixed.update({name: defaults["state"].get(name) for name in bad})
         if "preset" in bad:
             fixed.pop("loaded", None)  # load the default preset's own sizes
@@ -1145,7 +1282,7 @@ def _control_value(control: Mapping, value: Any) -> str:
             if option == value:
                 return str(label)
     if control["type"] == "check":
-        return "yes" if value else "no"
+        return _("yes") if value else _("no")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{value:,}"
     return str(value)
@@ -1165,12 +1302,12 @@ def view_snapshot_text(view: View) -> str:
     """A stored output's plain-text snapshot of the explorer: controls, then
     `view_text`, then what to do for the live explorer."""
     return "\n".join(
-        [view_controls_text(view), view_text(view), SNAPSHOT_NOTE.replace("*", "")]
+        [view_controls_text(view), view_text(view), _(SNAPSHOT_NOTE).replace("*", "")]
     )
 
 
 #: Said under every static snapshot of an explorer.
-SNAPSHOT_NOTE = (
+SNAPSHOT_NOTE = N_(
     "*A snapshot: run this cell (or open the page on the site) for the live explorer "
     "and its figures.*"
 )
@@ -1204,9 +1341,15 @@ def view_html(view: View) -> str:
             parts.append(f"<table>{''.join(rows)}</table>")
         else:
             title = block.get("title") or block.get("limit_label")
-            what = f"The figure of {esc(str(title))}" if title else "A figure"
-            parts.append(f"<p><i>{what} is drawn when the cell runs.</i></p>")
-    note_text = esc(SNAPSHOT_NOTE.strip("*"))
+            what = (
+                _("The figure of {title} is drawn when the cell runs.").format(
+                    title=esc(str(title))
+                )
+                if title
+                else _("A figure is drawn when the cell runs.")
+            )
+            parts.append(f"<p><i>{what}</i></p>")
+    note_text = esc(_(SNAPSHOT_NOTE).strip("*"))
     parts.append(f"<p><i>{note_text}</i></p>")
     return f'<div class="llmmath-snapshot">{"".join(parts)}</div>'
 
@@ -1272,15 +1415,15 @@ def layout(state: Mapping) -> View:
     _settle(state, "pp", pps)
     controls = [
         _preset_select(),
-        _number("gpus", "GPUs", 1, 10**6),
+        _number("gpus", _("GPUs"), 1, 10**6),
         _select("tp", "tp", tps),
         _select("pp", "pp", pps),
         _select("zero", "ZeRO", [[0, "0 (DP)"], [1, "1"], [2, "2"], [3, "3 (FSDP)"]]),
-        _number("micro_batches", "micro-batches", 1, 4096),
-        _number("seq_len", "sequence", 1, 10**6),
-        _check("sequence_parallel", "sequence parallel"),
-        _check("recompute", "recompute activations"),
-        _select("cluster", "GPUs and links", list(CLUSTERS)),
+        _number("micro_batches", _("micro-batches"), 1, 4096),
+        _number("seq_len", _("sequence"), 1, 10**6),
+        _check("sequence_parallel", _("sequence parallel")),
+        _check("recompute", _("recompute activations")),
+        _select("cluster", _("GPUs and links"), list(CLUSTERS)),
     ]
     try:
         cfg = presets.load(_preset(state, "llama-3-70b"))
@@ -1303,44 +1446,70 @@ def layout(state: Mapping) -> View:
     except ConfigError as e:
         return _error_view("layout", state, controls, e)
     items = {**p.model_state, "activations": p.activation_bytes_per_gpu}
+    items = {_item(k): v for k, v in items.items()}
     total = p.memory_bytes_per_gpu
     memory_rows = [[k, f"{v:,}", f"{v / 10**9:,.2f}"] for k, v in items.items()]
-    memory_rows.append(["total", f"{total:,}", f"{total / 10**9:,.2f}"])
+    memory_rows.append([_("total"), f"{total:,}", f"{total / 10**9:,.2f}"])
     sent = [
         [op.replace("_", "-"), f"{b:,}", f"{b / 10**9:,.2f}"]
         for op, b in p.communication_bytes().items()
         if b
-    ] or [["none", "0", "0.00"]]
-    times = [[k, _seconds(v)] for k, v in p.times().items()]
-    times.append(["step", _seconds(p.step_seconds)])
-    verdict = "fits" if p.fits else "does not fit"
+    ] or [[_("none"), "0", "0.00"]]
+    times = [[_item(k), _seconds(v)] for k, v in p.times().items()]
+    times.append([_("step"), _seconds(p.step_seconds)])
+    verdict = _("fits") if p.fits else _("does not fit")
     return {
         "kind": "layout",
         "state": state,
         "controls": controls,
         "blocks": [
             note(
-                f"dp {p.dp:,} × tp {p.tp} × pp {p.pp} on {p.gpus:,} GPUs, ZeRO-{zero}: "
-                f"{p.params_per_gpu:,} parameters per GPU; {verdict} in "
-                f"{p.cluster.memory / 10**9:,.0f} GB"
+                _(
+                    "dp {dp} × tp {tp} × pp {pp} on {gpus} GPUs, ZeRO-{zero}: "
+                    "{params} parameters per GPU; {verdict} in {gb} GB"
+                ).format(
+                    dp=f"{p.dp:,}",
+                    tp=p.tp,
+                    pp=p.pp,
+                    gpus=f"{p.gpus:,}",
+                    zero=zero,
+                    params=f"{p.params_per_gpu:,}",
+                    verdict=verdict,
+                    gb=f"{p.cluster.memory / 10**9:,.0f}",
+                )
             ),
-            table(memory_rows, ["per GPU", "bytes", "GB"]),
+            table(memory_rows, [_("per GPU"), _("bytes"), "GB"]),
             stack(items, p.cluster.memory),
-            table(sent, ["bytes sent per GPU per step", "bytes", "GB"]),
-            table(times, ["step time (estimate)", "seconds"]),
+            table(sent, [_("bytes sent per GPU per step"), _("bytes"), "GB"]),
+            table(times, [_("step time (estimate)"), _("seconds")]),
             note(
-                f"{p.tokens_per_step:,} tokens per step; pipeline bubble "
-                f"{p.bubble} = {float(p.bubble):.1%}; MFU ≈ {p.mfu:.1%} with ideal "
-                "kernels"
+                _(
+                    "{tokens} tokens per step; pipeline bubble {bubble} = {share}; "
+                    "MFU ≈ {mfu} with ideal kernels"
+                ).format(
+                    tokens=f"{p.tokens_per_step:,}",
+                    bubble=p.bubble,
+                    share=f"{float(p.bubble):.1%}",
+                    mfu=f"{p.mfu:.1%}",
+                )
             ),
             note(
-                f"pp offers the divisors of the {cfg.num_hidden_layers} layers that "
-                f"also divide the {p.gpus // p.tp:,} GPUs of a tp group, so that "
-                "pipeline stages are equal; a tp or pp that does not fit a new model "
-                "or GPU count moves to the nearest that does. (Megatron-LM can also "
-                "split layers unevenly: Llama 3 405B ran pp 16 over its 126 layers "
-                "with one layer fewer on the first and last stages, Llama 3 report, "
-                "Sec. 3.3.2.)"
+                _(
+                    "pp offers the divisors of the {layers} layers that also divide "
+                    "the {gpus} GPUs of a tp group, so that pipeline stages are "
+                    "equal; a tp or pp that does not fit a new model or GPU count "
+                    "moves to the nearest that does. (Megatron-LM can also split "
+                    "layers unevenly: {model} ran pp {model_pp} over its "
+                    "{model_layers} layers with one layer fewer on the first and "
+                    "last stages, {source}.)"
+                ).format(
+                    layers=cfg.num_hidden_layers,
+                    gpus=f"{p.gpus // p.tp:,}",
+                    model="Llama 3 405B",
+                    model_pp=16,
+                    model_layers=126,
+                    source="Llama 3 report, Sec. 3.3.2",
+                )
             ),
         ],
     }
@@ -1361,9 +1530,9 @@ def speculative(state: Mapping) -> View:
 
     state = {"alpha": 0.8, "gamma": 4, "cost_ratio": 0.05, **state}
     controls = [
-        _number("alpha", "acceptance α", 0, 0.99, "float", 0.01),
-        _number("gamma", "draft tokens γ", 1, 64),
-        _number("cost_ratio", "draft cost c", 0, 10, "float", 0.01),
+        _number("alpha", _("acceptance α"), 0, 0.99, "float", 0.01),
+        _number("gamma", _("draft tokens γ"), 1, 64),
+        _number("cost_ratio", _("draft cost c"), 0, 10, "float", 0.01),
     ]
     try:
         alpha = _float(state, "alpha", 0, 0.99)
@@ -1375,12 +1544,12 @@ def speculative(state: Mapping) -> View:
     gain = speedup(alpha, gamma, cost)
     best = best_gamma(alpha, cost)
     rows = [
-        ["expected tokens per target pass", f"{tokens:.3f}"],
-        ["cost of one iteration (target passes)", f"{gamma * cost + 1:.3f}"],
-        ["speed-up over plain decoding", f"{gain:.3f}×"],
-        ["best γ (1 … 64)", f"{best}"],
-        ["speed-up at the best γ", f"{speedup(alpha, best, cost):.3f}×"],
-        ["tokens per pass, γ → ∞", f"{1 / (1 - alpha):.3f}"],
+        [_("expected tokens per target pass"), f"{tokens:.3f}"],
+        [_("cost of one iteration (target passes)"), f"{gamma * cost + 1:.3f}"],
+        [_("speed-up over plain decoding"), f"{gain:.3f}×"],
+        [_("best γ ({low} … {high})").format(low=1, high=64), f"{best}"],
+        [_("speed-up at the best γ"), f"{speedup(alpha, best, cost):.3f}×"],
+        [_("tokens per pass, γ → ∞"), f"{1 / (1 - alpha):.3f}"],
     ]
     gammas = range(1, 33)
     curve = [[g, speedup(alpha, g, cost)] for g in gammas]
@@ -1389,8 +1558,13 @@ def speculative(state: Mapping) -> View:
         "type": "plot",
         "width": 440,
         "height": 260,
-        "x": {"min": 1, "max": 32, "log": False, "label": "draft tokens γ (1 … 32)"},
-        "y": {"min": 0, "max": 1.1 * top, "log": False, "label": "speed-up"},
+        "x": {
+            "min": 1,
+            "max": 32,
+            "log": False,
+            "label": _("draft tokens γ ({low} … {high})").format(low=1, high=32),
+        },
+        "y": {"min": 0, "max": 1.1 * top, "log": False, "label": _("speed-up")},
         "series": [
             {"points": [[1, 1.0], [32, 1.0]], "mode": "dashed", "color": GREY},
             {

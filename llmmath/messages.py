@@ -69,3 +69,21 @@ def gettext(message: str, lang: str | None = None) -> str:
 
 
 _ = gettext
+
+
+def N_(message: str) -> str:
+    """Mark ``message`` for extraction without translating it (a table built at import:
+    translate it with `gettext` where it is shown)."""
+    return message
+
+
+def messages(lang: str, only=None) -> dict[str, str]:
+    """The catalogue of ``lang`` as {msgid: msgstr} (only the ``only`` msgids, when
+    given); empty for English, the source."""
+    found = catalogue(lang)
+    table = getattr(found, "_catalog", {})
+    return {
+        k: v
+        for k, v in table.items()
+        if isinstance(k, str) and k and v and (only is None or k in only)
+    }
