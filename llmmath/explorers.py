@@ -1591,3 +1591,38 @@ def speculative(state: Mapping) -> View:
 
 
 EXPLORERS["speculative"] = speculative
+
+
+#: The site runtime's own words (``llmmath/static/runtime.js`` and ``explorer.js``):
+#: `llmmath.runtime` inlines them, in the build's language, into llmmath-runtime.js,
+#: whose ``t(message, fields)`` looks them up (English when absent).
+RUNTIME_MESSAGES = (
+    N_("Could not run Python in this browser: {error}. Reload the page to try again."),
+    N_(
+        "Live in your browser: changing a control runs llmmath here, on Python "
+        "compiled to WebAssembly (Pyodide, loaded once on first use: {size})."
+    ),
+    N_("Live: computed in your browser by llmmath on Pyodide."),
+    N_("Loading the answer in this page's link:"),
+    N_("reading it…"),
+    N_("downloading Python for this page: {received} of {total} ({percent} %)…"),
+    N_("starting Python…"),
+    N_("loading llmmath…"),
+    N_("{path} did not start"),
+    N_("its state is not JSON"),
+    N_("its state is not a JSON object"),
+    N_("its config is not base64url text"),
+    N_("its config is not deflate data"),
+    N_("its config is larger than {limit} bytes, the most llmmath reads"),
+    N_("its config is not UTF-8 text"),
+    N_("This page's link cannot be read: {error}."),
+    N_(
+        "This page's link has no config.json: the one pasted ({size} bytes) was too "
+        "long to keep in a link (limit {limit} KB). Paste it again."
+    ),
+    N_(
+        "This answer is not kept in the page's link: the pasted config.json would "
+        "make it {size} KB long, over the {limit} KB limit."
+    ),
+    N_("dashed line: {limit}"),
+)
