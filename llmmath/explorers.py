@@ -51,7 +51,7 @@ from typing import Any
 from llmmath import presets
 from llmmath.config import ConfigError, ModelConfig, parse_config_text
 from llmmath.counting import GROUPS, ParamCount, count_params
-from llmmath.messages import N_
+from llmmath.messages import N_, current
 from llmmath.messages import gettext as _
 
 #: One colour per parameter group, used by the figures (`llmmath.plots`) and the
@@ -706,7 +706,7 @@ def stack(items: Mapping[str, int], limit: int, gpu: str | None = None) -> dict:
     """A stacked bar of ``items`` (bytes) against ``limit`` bytes (``gpu`` names it,
     "the GPU" when None)."""
     gpu = _("the GPU") if gpu is None else gpu
-    return {
+    block = {
         "type": "stack",
         "items": [
             {"label": k, "value": v, "color": PALETTE[i % len(PALETTE)]}
@@ -715,6 +715,9 @@ def stack(items: Mapping[str, int], limit: int, gpu: str | None = None) -> dict:
         "limit": limit,
         "limit_label": f"{gpu}, {limit / 10**9:,.2f} GB",
     }
+    if current() != "en":  # the legend's words (explorer.js says them in English)
+        block["legend"] = _("dashed line: {limit}").format(limit=block["limit_label"])
+    return block
 
 
 # --- chapter 9: memory and the roofline -----------------------------------------------
@@ -1625,4 +1628,5 @@ RUNTIME_MESSAGES = (
         "make it {size} KB long, over the {limit} KB limit."
     ),
     N_("dashed line: {limit}"),
+    N_("{a} against {b}"),
 )

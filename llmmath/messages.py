@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gettext as _gettext
 import os
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -87,3 +88,15 @@ def messages(lang: str, only=None) -> dict[str, str]:
         for k, v in table.items()
         if isinstance(k, str) and k and v and (only is None or k in only)
     }
+
+
+@contextmanager
+def speaking(name: str):
+    """Within ``with speaking("zh_CN"):`` every message is in that language; the one
+    before comes back after."""
+    before = _current[0]
+    use(name)
+    try:
+        yield current()
+    finally:
+        _current[0] = before

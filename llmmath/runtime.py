@@ -12,6 +12,9 @@ build:
 3. writes ``_static/runtime/llmmath-runtime.js`` from ``llmmath/static/runtime.js``
    with that manifest inlined: the names, sizes and SHA-384 digests the page checks
    before it runs them;
+   and the runtime's own words (`llmmath.explorers.RUNTIME_MESSAGES`) in the build's
+   language (``{msgid: msgstr}`` from llmmath's gettext catalogue, in place of
+   ``__MESSAGES__``; empty in English);
 4. copies ``llmmath/static/runtime-worker.js`` beside it as
    ``llmmath-runtime-worker.js``: the module worker that downloads, checks and runs
    them, off the page's main thread.
@@ -19,7 +22,10 @@ build:
 The explorers' front end (``llmmath/static/explorer.js`` and ``explorer.css``) also
 reaches the site through this extension: each page's stored widget state (the
 notebook's metadata, written when the chapter was last executed) gets the package's
-current ``_esm`` and ``_css``, so that the site runs the front end of this build.
+current ``_esm`` and ``_css``, so that the site runs the front end of this build. In
+a translated build (``language: zh_CN``), each explorer's stored ``view`` is computed
+again from its state in that language, so that the page shows its words before the
+reader changes anything; the worker speaks the page's ``<html lang>``.
 
 Pages with explorers load that script (``nb_ipywidgets_js``). It defines
 ``globalThis.llmmathRuntime``, which loads Pyodide only on the reader's first change of
@@ -123,9 +129,19 @@ def manifest(static: Path, wheel: Path) -> dict:
     }
 
 
-def write_runtime(static: Path, project: Path) -> dict:
+def runtime_messages(language: str = "en") -> dict[str, str]:
+    """{msgid: msgstr} of the runtime's own words (`llmmath.explorers.RUNTIME_MESSAGES`)
+    in ``language``: what llmmath-runtime.js looks up (empty for English)."""
+    from llmmath.explorers import RUNTIME_MESSAGES
+    from llmmath.messages import messages
+
+    return messages(language, only=set(RUNTIME_MESSAGES))
+
+
+def write_runtime(static: Path, project: Path, language: str = "en") -> dict:
     """Build the wheel, copy the worker and write
-    ``static/runtime/llmmath-runtime.js``; returns the manifest."""
+    ``static/runtime/llmmath-runtime.js`` (its words in ``language``); returns the
+    manifest."""
     from llmmath.config import MAX_CONFIG_BYTES
 
     wheel = build_wheel(project, static / "runtime")
@@ -135,35 +151,66 @@ def write_runtime(static: Path, project: Path) -> dict:
         TEMPLATE.read_text("utf-8")
         .replace("__MANIFEST__", json.dumps(found))
         .replace("__MAX_CONFIG_BYTES__", str(MAX_CONFIG_BYTES))
+        .replace(
+            "__MESSAGES__", json.dumps(runtime_messages(language), ensure_ascii=False)
+        )
     )
     (static / "runtime" / "llmmath-runtime.js").write_text(script, "utf-8")
     return found
 
 
-def current_front_end(state_json: str) -> str:
+def current_front_end(state_json: str, language: str = "en") -> str:
     """A page's stored widget state (JSON text, as myst-nb puts it in the page) with
-    the current front end (``_esm``, ``_css``) in each llmmath explorer's model."""
+    the current front end (``_esm``, ``_css``) in each llmmath explorer's model, and,
+    when ``language`` is not English, each explorer's ``view`` computed again from its
+    state in that language (the numbers are the same)."""
+    from llmmath.messages import language as language_name
+
     static = TEMPLATE.parent
     esm = (static / "explorer.js").read_text("utf-8")
     css = (static / "explorer.css").read_text("utf-8")
+    language = language_name(language or "en")
     state = json.loads(state_json)
     for model in state.get("state", {}).values():
         fields = model.get("state", {})
         if model.get("model_name") == "AnyModel" and {"kind", "view"} <= set(fields):
             fields["_esm"], fields["_css"] = esm, css
+            if language != "en":
+                fields["view"] = translated_view(fields, language)
     return json.dumps(state).replace("</script>", r"<\/script>")  # as myst-nb does
+
+
+def translated_view(fields: dict, language: str) -> dict:
+    """An explorer model's stored ``view`` computed again in ``language`` from the state
+    it shows (the stored view unchanged when it cannot be)."""
+    from llmmath.explorers import EXPLORERS, explore
+    from llmmath.messages import speaking
+
+    view = fields["view"]
+    kind = fields.get("kind")
+    shown = view.get("state") if isinstance(view, dict) else None
+    if kind not in EXPLORERS or not isinstance(shown, dict):
+        return view
+    with speaking(language):
+        return explore(kind, shown)
 
 
 def _page_context(app, pagename, templatename, context, doctree) -> None:
     for script in context.get("script_files", []):
         attributes = getattr(script, "attributes", None)
         if attributes and attributes.get("type") == WIDGET_STATE:
-            attributes["body"] = current_front_end(attributes["body"])
+            attributes["body"] = current_front_end(
+                attributes["body"], app.config.language or "en"
+            )
 
 
 def _build_finished(app, exception) -> None:
     if exception is None and app.builder.format == "html":
-        write_runtime(Path(app.outdir) / "_static", Path(app.confdir))
+        write_runtime(
+            Path(app.outdir) / "_static",
+            Path(app.confdir),
+            app.config.language or "en",
+        )
 
 
 def setup(app) -> dict:

@@ -30,6 +30,15 @@ function s(tag, attrs = {}, text) {
 
 const round = (x) => Math.round(x * 10) / 10;
 
+// `message` (English, a msgid of llmmath's catalogue: llmmath.explorers.RUNTIME_MESSAGES)
+// with its {fields} filled in: in the page's language on the site (the runtime's `t`),
+// in English in Jupyter.
+function words(message, fields = {}) {
+  const runtime = globalThis.llmmathRuntime;
+  if (runtime && runtime.t) return runtime.t(message, fields);
+  return message.replace(/\{(\w+)\}/g, (all, name) => (name in fields ? String(fields[name]) : all));
+}
+
 // A view names colours of the palette (c0 … c5, grey, ink: llmmath.explorers.PALETTE);
 // explorer.css sets them for the light and the dark theme. Anything else is used as given.
 const colour = (c) => (/^[a-z][a-z0-9]*$/.test(c) ? `var(--llmmath-${c})` : c);
@@ -94,8 +103,10 @@ function drawStack(block) {
   const width = 430;
   const total = block.items.reduce((a, it) => a + it.value, 0);
   const scale = (width - 10) / Math.max(total, block.limit, 1);
-  const svg = figure(width, 26, block.items.map((it) => it.label).join(" + ") +
-    " against " + block.limit_label);
+  const svg = figure(width, 26, words("{a} against {b}", {
+    a: block.items.map((it) => it.label).join(" + "),
+    b: block.limit_label,
+  }));
   let x = 0;
   for (const it of block.items) {
     const w = it.value * scale;
@@ -114,7 +125,9 @@ function drawStack(block) {
       h("span", { class: "llmmath-swatch", style: `background:${colour(it.color)}` }),
       it.label));
   }
-  legend.append(h("span", { text: "dashed line: " + block.limit_label }));
+  // A translated view says it in its own words (`legend`, for Jupyter); so does the site.
+  const dashed = block.legend || words("dashed line: {limit}", { limit: block.limit_label });
+  legend.append(h("span", { text: dashed }));
   return h("div", { class: "llmmath-stack" }, svg, legend);
 }
 
@@ -151,7 +164,9 @@ function drawPlot(block) {
   const left = framed ? 46 : 2, bottom = height - (framed ? 30 : 2), top = 8;
   const right = width - (framed ? 16 : 2);
   const px = axis(block.x, left, right), py = axis(block.y, bottom, top);
-  const axes = block.x.label && block.y.label ? `${block.y.label} against ${block.x.label}` : "";
+  const axes = block.x.label && block.y.label
+    ? words("{a} against {b}", { a: block.y.label, b: block.x.label })
+    : "";
   const named = block.series.filter((series) => series.label).map((series) => series.label);
   const svg = figure(width, height, [block.title, axes, ...named].filter(Boolean).join("; "));
   if (framed) {
@@ -366,7 +381,7 @@ function render({ model, el }) {
     output.replaceChildren();
     output.classList.add("llmmath-stale");
     status.classList.remove("llmmath-error");
-    status.textContent = `${runtime.linkText} reading it…`;
+    status.textContent = `${runtime.linkText} ${words("reading it…")}`;
     const shared = await runtime.shared(kind);
     if (shared && shared.error) {
       linking = false;

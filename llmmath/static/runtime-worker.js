@@ -5,7 +5,8 @@
 // llmmath.runtime copies this file into _static/runtime/ next to llmmath-runtime.js, which
 // starts it as a module worker (Pyodide refuses classic workers) on the first change of a
 // control, never on page load. Messages (all plain objects):
-//   page → worker  {type: "start", manifest, staticDir}    once, first
+//   page → worker  {type: "start", manifest, staticDir, lang}  once, first; lang: the
+//                                                           page's <html lang>
 //                  {type: "call", id, kind, state}          state: the explorer's JSON text
 //   worker → page  {type: "bytes", received, total}        download progress, by bytes
 //                  {type: "phase", phase}                   "starting" (Python), "importing"
@@ -55,7 +56,7 @@ async function fetchChecked(file, staticDir, signal, onBytes) {
   return bytes;
 }
 
-async function start(manifest, staticDir) {
+async function start(manifest, staticDir, lang) {
   const started = performance.now();
   // 1. Download every file at once; the first failure aborts the others.
   const abort = new AbortController();
@@ -115,6 +116,13 @@ async function start(manifest, staticDir) {
   // 3. Unpack the wheel and import llmmath.explorers.
   post({ type: "phase", phase: "importing" });
   pyodide.unpackArchive(bytes.wheel, "wheel");
+  // The explorers speak the page's language (llmmath.messages; English when unknown).
+  const messages = pyodide.pyimport("llmmath.messages");
+  try {
+    messages.use(lang || "en");
+  } catch {
+    messages.use("en");
+  }
   const module = pyodide.pyimport("llmmath.explorers");
   post({ type: "ready", coldStartMs: performance.now() - started });
   return module;
@@ -123,7 +131,7 @@ async function start(manifest, staticDir) {
 self.onmessage = async (event) => {
   const message = event.data;
   if (message.type === "start" && !explorers) {
-    explorers = start(message.manifest, message.staticDir);
+    explorers = start(message.manifest, message.staticDir, message.lang);
     explorers.catch(fail);
   } else if (message.type === "call") {
     let module;

@@ -2,7 +2,9 @@
 //
 // llmmath.runtime writes this file into _static/runtime/ at build time, with the manifest of
 // what it loads (names, sizes, SHA-384 digests) in place of __MANIFEST__ and llmmath.config's
-// size limit in place of __MAX_CONFIG_BYTES__. It defines globalThis.llmmathRuntime, which the
+// size limit in place of __MAX_CONFIG_BYTES__, and its own words in the build's language in
+// place of __MESSAGES__ ({English: translation}, from llmmath's gettext catalogue, empty in
+// English: llmmath.explorers.RUNTIME_MESSAGES). It defines globalThis.llmmathRuntime, which the
 // explorers' front end (llmmath/static/explorer.js) uses on the site.
 //
 // Nothing is downloaded until a reader changes a control (or opens a link with an answer in
@@ -18,6 +20,7 @@
   "use strict";
   const MANIFEST = __MANIFEST__;
   const MAX_CONFIG_BYTES = __MAX_CONFIG_BYTES__; // llmmath.config reads no larger config
+  const MESSAGES = __MESSAGES__; // {English: the build's language}
   const LINK_LIMIT = 8192; // characters after the '#'; browsers and chat apps keep this
   const runtimeDir = new URL(".", document.currentScript.src);
   const staticDir = new URL("..", runtimeDir);
@@ -26,13 +29,23 @@
   let loading = null; // the promise of `call`, once started
   let failure = null; // the error that stopped the runtime: final, never retried
 
+  // `message` (English, a msgid of llmmath's catalogue) in the build's language, with its
+  // {fields} filled in from `fields`; English when the catalogue does not have it.
+  function t(message, fields) {
+    const text = Object.prototype.hasOwnProperty.call(MESSAGES, message)
+      ? MESSAGES[message]
+      : message;
+    return text.replace(/\{(\w+)\}/g, (all, name) =>
+      fields && Object.prototype.hasOwnProperty.call(fields, name) ? String(fields[name]) : all);
+  }
+
   function tell(text) {
     for (const listener of listeners) listener(text);
   }
 
   function failureText(error) {
-    return `Could not run Python in this browser: ${error.message}. ` +
-      "Reload the page to try again.";
+    return t("Could not run Python in this browser: {error}. Reload the page to try again.",
+      { error: error.message });
   }
 
   // Start the worker; resolves to `call(kind, stateJson) → Promise<view JSON>` once llmmath
@@ -69,10 +82,13 @@
         if (failure) return;
         if (data.type === "bytes") {
           const percent = Math.floor((100 * data.received) / data.total);
-          tell(`downloading Python for this page: ${megabytes(data.received)} of ` +
-            `${megabytes(data.total)} (${percent} %)…`);
+          tell(t("downloading Python for this page: {received} of {total} ({percent} %)…", {
+            received: megabytes(data.received),
+            total: megabytes(data.total),
+            percent,
+          }));
         } else if (data.type === "phase") {
-          tell(data.phase === "starting" ? "starting Python…" : "loading llmmath…");
+          tell(data.phase === "starting" ? t("starting Python…") : t("loading llmmath…"));
         } else if (data.type === "ready") {
           runtime.coldStartMs = data.coldStartMs;
           resolve(call);
@@ -89,9 +105,11 @@
       // The worker's script did not load or threw outside a message (a broken build).
       worker.onerror = (event) => {
         event.preventDefault();
-        fail(new Error(event.message || `${url.pathname} did not start`));
+        fail(new Error(event.message || t("{path} did not start", { path: url.pathname })));
       };
-      worker.postMessage({ type: "start", manifest: MANIFEST, staticDir: staticDir.href });
+      // The worker speaks the page's language (zh-CN on the Chinese edition's pages).
+      const lang = document.documentElement.lang || "en";
+      worker.postMessage({ type: "start", manifest: MANIFEST, staticDir: staticDir.href, lang });
     });
   }
 
@@ -156,7 +174,7 @@
   // once inflated. Throws an Error saying what is wrong with it.
   async function inflate(encoded) {
     if (!/^[A-Za-z0-9_-]*$/.test(encoded) || encoded.length % 4 === 1) {
-      throw new Error("its config is not base64url text");
+      throw new Error(t("its config is not base64url text"));
     }
     const binary = atob(encoded.replace(/-/g, "+").replace(/_/g, "/"));
     const packed = Uint8Array.from(binary, (c) => c.charCodeAt(0)); // one byte a char
@@ -166,16 +184,17 @@
         .pipeThrough(new DecompressionStream("deflate-raw"));
       bytes = await readAll(stream, MAX_CONFIG_BYTES);
     } catch {
-      throw new Error("its config is not deflate data");
+      throw new Error(t("its config is not deflate data"));
     }
     if (bytes === null) {
-      throw new Error(`its config is larger than ${MAX_CONFIG_BYTES.toLocaleString("en-US")} ` +
-        "bytes, the most llmmath reads");
+      throw new Error(t("its config is larger than {limit} bytes, the most llmmath reads", {
+        limit: MAX_CONFIG_BYTES.toLocaleString("en-US"),
+      }));
     }
     try {
       return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
     } catch {
-      throw new Error("its config is not UTF-8 text");
+      throw new Error(t("its config is not UTF-8 text"));
     }
   }
 
@@ -185,12 +204,15 @@
     manifest: MANIFEST,
     linkLimit: LINK_LIMIT,
     coldStartMs: null,
-    idleText:
-      "Live in your browser: changing a control runs llmmath here, on Python compiled " +
-      `to WebAssembly (Pyodide, loaded once on first use: ${megabytes(MANIFEST.bytes)}).`,
-    liveText: "Live: computed in your browser by llmmath on Pyodide.",
-    linkText: "Loading the answer in this page's link:",
+    idleText: t(
+      "Live in your browser: changing a control runs llmmath here, on Python compiled to " +
+        "WebAssembly (Pyodide, loaded once on first use: {size}).",
+      { size: megabytes(MANIFEST.bytes) },
+    ),
+    liveText: t("Live: computed in your browser by llmmath on Pyodide."),
+    linkText: t("Loading the answer in this page's link:"),
     failureText,
+    t,
     // Resolves to `call(kind, stateJson) → Promise<view JSON text>`; `onText` hears the
     // progress, then the failure, if any (after which it hears nothing more).
     load(onText) {
@@ -214,24 +236,26 @@
           try {
             state = JSON.parse(decodeURIComponent(parts.state));
           } catch {
-            throw new Error("its state is not JSON");
+            throw new Error(t("its state is not JSON"));
           }
           if (!state || typeof state !== "object" || Array.isArray(state)) {
-            throw new Error("its state is not a JSON object");
+            throw new Error(t("its state is not a JSON object"));
           }
         }
         if ("config" in parts) {
           state = { ...state, preset: PASTED, config: await inflate(parts.config) };
         }
       } catch (error) {
-        return { error: `This page's link cannot be read: ${error.message}.` };
+        return { error: t("This page's link cannot be read: {error}.", { error: error.message }) };
       }
       if ("config-too-long" in parts) {
         const size = Number(parts["config-too-long"]) || 0;
         return {
-          error: `This page's link has no config.json: the one pasted (${size.toLocaleString(
-            "en-US")} bytes) was too long to keep in a link (limit ${LINK_LIMIT / 1024} KB). ` +
-            "Paste it again.",
+          error: t(
+            "This page's link has no config.json: the one pasted ({size} bytes) was too long " +
+              "to keep in a link (limit {limit} KB). Paste it again.",
+            { size: size.toLocaleString("en-US"), limit: LINK_LIMIT / 1024 },
+          ),
         };
       }
       return { state };
@@ -258,9 +282,11 @@
         } else {
           const size = new TextEncoder().encode(String(state.config)).length;
           hash += "&config-too-long=" + size;
-          note = `This answer is not kept in the page's link: the pasted config.json would ` +
-            `make it ${Math.ceil((hash.length + packed.length) / 1024)} KB long, over the ` +
-            `${LINK_LIMIT / 1024} KB limit.`;
+          note = t(
+            "This answer is not kept in the page's link: the pasted config.json would make " +
+              "it {size} KB long, over the {limit} KB limit.",
+            { size: Math.ceil((hash.length + packed.length) / 1024), limit: LINK_LIMIT / 1024 },
+          );
         }
       }
       if (write !== writes) return null; // a newer answer was written meanwhile
