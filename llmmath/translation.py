@@ -31,6 +31,7 @@ with `llmmath.messages`, from the catalogue in ``llmmath/locale/``.
 from __future__ import annotations
 
 import contextlib
+import re
 from pathlib import Path
 
 #: The languages of the book → the folder of the site each edition is served from
@@ -220,8 +221,34 @@ def _config_inited(app, config) -> None:
     options["article_header_end"] = header
     config.html_theme_options = options
     if language != "en":
-        # The same page in every edition: nothing else differs between them.
         config.html_search_language = language.split("_")[0]
+        if language == "zh_CN":
+            # jieba segments the pages for search; the glossary's terms are words
+            # of its dictionary, so 参数量 or 前馈网络 is one term, not two.
+            words = Path(app.outdir).parent / "jieba-glossary.txt"
+            words.parent.mkdir(parents=True, exist_ok=True)
+            glossary = Path(app.srcdir) / "book" / "glossary.md"
+            terms = glossary_terms(glossary.read_text("utf-8"))
+            words.write_text("".join(f"{term} 100000\n" for term in terms), "utf-8")
+            options = dict(config.html_search_options or {})
+            options["dict"] = str(words)
+            config.html_search_options = options
+
+
+def glossary_terms(glossary_md: str) -> list[str]:
+    """The Chinese terms of the glossary's table (its second column), one per
+    concept: "注意力头、头维度" gives both, "输出层（LM head）" gives 输出层."""
+    terms = []
+    for line in glossary_md.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not re.search(r"[\u4e00-\u9fff]", cells[1]):
+            continue
+        for term in re.split(r"[、/，,]", re.sub(r"（[^）]*）", "", cells[1])):
+            term = term.strip()
+            # a word of jieba's dictionary has no space ("KV 缓存" is two words)
+            if re.fullmatch(r"[\u4e00-\u9fffA-Za-z0-9-]+", term) and term not in terms:
+                terms.append(term)
+    return terms
 
 
 def _page_context(app, pagename, templatename, context, doctree) -> None:
@@ -264,7 +291,6 @@ def setup(app) -> dict:
 # ------------------------------------------------------------------------------
 # The catalogues: what a translation must keep, and the translators' tools.
 
-import re  # noqa: E402
 
 #: What a message must carry over unchanged, in the same order: a role (by name, and
 #: for a cross-reference by target only, since its title may be translated), a code
@@ -640,14 +666,13 @@ def _translate_directive(token, lines, catalogue, page, strict):
     while options < len(body) and re.match(r"^:[\w-]+:", body[options]):
         options += 1
     rest = "\n".join(body[options:])
-    translated_body = (
-        translate_markdown(rest, catalogue, page) if rest.strip() else rest
-    )
+    if rest.strip():
+        rest = translate_markdown(rest, catalogue, page, strict)
     closing = lines[end - 1] if end - 1 > start else ""
-    new = [opening, *body[:options], *translated_body.split("\n")]
+    new = [opening, *body[:options], *rest.split("\n")]
     if closing:
         new.append(closing)
-    return (start, end, [line for line in new] if True else new)
+    return (start, end, new)
 
 
 def translate_notebook(

@@ -49,7 +49,9 @@ def toc_pages() -> list[str]:
     ]
 
 
-PAGES = toc_pages()
+#: Every page of both editions: English at the root, 简体中文 under zh/
+#: (llmmath/translation.py).
+PAGES = toc_pages() + [f"zh/{page}" for page in toc_pages()]
 MISSING = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
 MISSING_MESSAGE = (
     f"{' and '.join(MISSING)} not found: install Debian's chromium and "
@@ -260,6 +262,14 @@ def test_page_renders_offline(page, site, server, browser, shots):
     assert not report["brokenImages"], (
         f"{where}: images not loaded: {report['brokenImages']}"
     )
+    if page.removeprefix("zh/") != "index.html":  # a redirect to the first page
+        # the language switch leads to the same page in the other edition
+        href = browser.execute_script(
+            "const a = document.querySelector('nav.llmmath-language-switch a');"
+            "return a && a.href"
+        )
+        other = page.removeprefix("zh/") if page.startswith("zh/") else f"zh/{page}"
+        assert href == f"{server.base}/{other}", f"{where}: language switch {href}"
     if report["widgetState"]:
         assert report["widgetViews"] and not report["undrawnWidgets"], (
             f"{where}: widgets not drawn: {report['undrawnWidgets']}"

@@ -26,6 +26,11 @@ SOURCES = sorted((ROOT / "chapters").glob("*.ipynb")) + [
     ROOT / "book" / "calculator.ipynb",
 ]
 COMMITTED = ROOT / "editions" / "en"
+#: Each language's committed editions and the folder of its site (llmmath.translation).
+LANGUAGES = {
+    "en": ("", ROOT / "editions" / "en"),
+    "zh_CN": ("zh", ROOT / "editions" / "zh"),
+}
 SHEETS = sorted((ROOT / "coursework").glob("*.ipynb"))
 SITE_URL = "https://llm-math.github.io/llm-math/"
 
@@ -46,6 +51,7 @@ def _docname(source: Path) -> str:
 
 
 def _edition(source: Path, root: Path = COMMITTED) -> dict:
+    """A page's committed edition (English unless ``root`` is another language's)."""
     return json.loads((root / f"{_docname(source)}.ipynb").read_text("utf-8"))
 
 
@@ -59,16 +65,20 @@ def _plain_text(markdown: str) -> str:
     return BeautifulSoup(html, "html.parser").get_text()
 
 
-def test_editions_built_for_every_notebook_page():
-    assert sorted(p.relative_to(COMMITTED) for p in COMMITTED.rglob("*.ipynb")) == [
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_editions_built_for_every_notebook_page(lang):
+    committed = LANGUAGES[lang][1]
+    assert sorted(p.relative_to(committed) for p in committed.rglob("*.ipynb")) == [
         Path(f"{_docname(s)}.ipynb") for s in sorted(SOURCES)
     ]
 
 
-def test_committed_editions_are_current(site):
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_committed_editions_are_current(site, lang):
     """``make book`` wrote them: the test build's editions are byte for byte the
     committed ones (run ``make book`` and commit ``editions/`` if this fails)."""
-    built = site.parent / "editions" / "en"
+    COMMITTED = LANGUAGES[lang][1]
+    built = site.parent / "editions" / COMMITTED.name
     stale = [
         str(path.relative_to(built))
         for path in sorted(built.rglob("*.ipynb"))
@@ -82,7 +92,9 @@ def test_committed_editions_are_current(site):
 
 @pytest.mark.parametrize(
     "notebook",
-    sorted(COMMITTED.rglob("*.ipynb")) + SHEETS,
+    sorted(COMMITTED.rglob("*.ipynb"))
+    + sorted(LANGUAGES["zh_CN"][1].rglob("*.ipynb"))
+    + SHEETS,
     ids=lambda p: f"{p.parent.name}/{p.stem}",
 )
 def test_plain_commonmark_shows_no_myst(notebook):
@@ -96,20 +108,22 @@ def test_plain_commonmark_shows_no_myst(notebook):
             data = output.get("data", {})
             assert not any(m.startswith(editions.GLUE_MIME) for m in data)
             assert "<llmmath.widgets" not in json.dumps(data)
-            if notebook.is_relative_to(COMMITTED):
+            if notebook.is_relative_to(COMMITTED.parent):
                 assert editions.WIDGET_MIME not in data  # a snapshot, not a dead widget
     assert "widgets" not in nb["metadata"] or notebook in SHEETS
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
-def test_prose_shows_the_sites_numbers(site, source):
+def test_prose_shows_the_sites_numbers(site, source, lang):
     """Every glued number of the page, in the page's order, is in the edition's
-    prose (solutions included)."""
-    page = site / f"{_docname(source)}.html"
+    prose (solutions included), in each language."""
+    folder, committed = LANGUAGES[lang]
+    page = site / folder / f"{_docname(source)}.html"
     soup = BeautifulSoup(page.read_text("utf-8"), "html.parser")
     glued = [span.get_text() for span in soup.select("span.pasted-text")]
     assert glued or source.parent.name == "book", "no glued number on the page"
-    prose = _plain_text("\n\n".join(_cells(_edition(source), "markdown")))
+    prose = _plain_text("\n\n".join(_cells(_edition(source, committed), "markdown")))
     position = 0
     for value in glued:
         found = prose.find(value, position)
@@ -163,12 +177,16 @@ def test_exercises_headed_solutions_folded_figures_captioned(site, source):
         assert figure["caption"].split("$")[0].strip()[:40] in caption
 
 
-def test_launch_buttons_open_the_editions(site):
-    page = (site / "chapters" / "01_parameters.html").read_text("utf-8")
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_launch_buttons_open_the_editions(site, lang):
+    folder, committed = LANGUAGES[lang]
+    page = (site / folder / "chapters" / "01_parameters.html").read_text("utf-8")
     links = re.findall(r'href="([^"]*(?:binder|colab)[^"]*)"', page)
     assert len(links) == 2
     for link in links:
-        assert link.endswith("/editions/en/chapters/01_parameters.ipynb"), link
+        assert link.endswith(
+            f"/editions/{committed.name}/chapters/01_parameters.ipynb"
+        ), link
 
 
 def test_explorer_outputs_carry_a_snapshot():

@@ -1,0 +1,256 @@
+"""The Simplified Chinese edition (llmmath/translation.py, locales/zh_CN/).
+
+- The catalogues hold every message of the book (a fresh gettext extraction) and
+  every message is translated, not fuzzy, with its roles, glue names, link targets,
+  math, code and numbers as in English, in the same order.
+- Every markdown block of every notebook page is a message (the reader editions are
+  translated block by block from the same catalogues).
+- Each zh page shows the same numbers as its English page, in the same order.
+- Every page of each edition links to the same page in the other; the zh pages
+  declare their language and are searched with Chinese word segmentation.
+- The checker itself: what it catches.
+"""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from babel.messages.pofile import read_po
+from bs4 import BeautifulSoup
+
+from llmmath import translation
+from llmmath.translation import check_catalogue, check_message, translate_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCALES = ROOT / "locales" / "zh_CN" / "LC_MESSAGES"
+CATALOGUES = sorted(LOCALES.rglob("*.po"))
+NOTEBOOK_PAGES = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted(
+    (ROOT / "book").glob("*.ipynb")
+)
+TOC_PAGES = [
+    line.split("file:", 1)[1].strip()
+    for line in (ROOT / "_toc.yml").read_text("utf-8").splitlines()
+    if "file:" in line
+] + ["book/intro"]
+#: A number as the catalogue check counts one (`llmmath.translation.INVARIANT`): digits
+#: not inside a word, so "Llama-3-8B" has 3 and 8, and "bfloat16" or "A100" none.
+NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+
+
+def _page(path: Path) -> str:
+    return path.relative_to(LOCALES).with_suffix("").as_posix()
+
+
+@pytest.fixture(scope="module")
+def extracted(tmp_path_factory) -> Path:
+    """The book's messages as Sphinx's gettext builder extracts them now."""
+    out = tmp_path_factory.mktemp("gettext")
+    jb = Path(sys.executable).with_name("jupyter-book")
+    subprocess.run(
+        [str(jb), "build", str(ROOT), "--builder", "custom"]
+        + ["--custom-builder", "gettext", "--path-output", str(out), "-q"],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    return out / "_build" / "gettext"
+
+
+def test_a_catalogue_for_every_page():
+    assert sorted(_page(p) for p in CATALOGUES) == sorted(TOC_PAGES)
+
+
+def test_catalogues_hold_every_message(extracted):
+    """Run ``make catalogues`` when this fails: a message of the book is new."""
+    for pot in sorted(extracted.rglob("*.pot")):
+        page = pot.relative_to(extracted).with_suffix("").as_posix()
+        with open(pot, "rb") as handle:
+            wanted = {m.id for m in read_po(handle) if m.id}
+        with open(LOCALES / f"{page}.po", "rb") as handle:
+            held = {m.id for m in read_po(handle) if m.id}
+        assert not wanted - held, f"{page}: not in the catalogue: {wanted - held}"
+
+
+@pytest.mark.parametrize("catalogue", CATALOGUES, ids=_page)
+def test_catalogue_complete(catalogue):
+    assert check_catalogue(catalogue) == []
+
+
+@pytest.mark.parametrize("source", NOTEBOOK_PAGES, ids=lambda p: p.stem)
+def test_every_block_is_a_message(source):
+    """The reader editions' translator finds every block of the page in its
+    catalogue (strict: a block it would leave in English fails)."""
+    page = f"{source.parent.name}/{source.stem}"
+    with open(LOCALES / f"{page}.po", "rb") as handle:
+        ids = {m.id: "译文" for m in read_po(handle) if m.id}
+    notebook = json.loads(source.read_text("utf-8"))
+    translate_notebook(notebook, ids, page, strict=True)
+
+
+def _article_numbers(html: Path) -> list[str]:
+    soup = BeautifulSoup(html.read_text("utf-8"), "html.parser")
+    article = soup.select_one("article.bd-article")
+    for hidden in article.select("script, style, .headerlink"):
+        hidden.decompose()
+    return NUMBER.findall(article.get_text(" "))
+
+
+@pytest.mark.parametrize("page", TOC_PAGES)
+def test_the_numbers_agree(site, page):
+    """Every number of the zh page is the English page's, in the same order."""
+    english = _article_numbers(site / f"{page}.html")
+    chinese = _article_numbers(site / "zh" / f"{page}.html")
+    assert english, page
+    first = next(
+        (i for i, pair in enumerate(zip(english, chinese)) if pair[0] != pair[1]),
+        min(len(english), len(chinese)),
+    )
+    assert chinese == english, (
+        f"{page}: first difference at number {first}: "
+        f"en {english[first : first + 5]}, zh {chinese[first : first + 5]}"
+    )
+
+
+@pytest.mark.parametrize("page", TOC_PAGES)
+def test_language_switch_leads_to_the_same_page(site, page):
+    for folder, other, lang in (("", "zh", "en"), ("zh", "", "zh-CN")):
+        html = site / folder / f"{page}.html"
+        soup = BeautifulSoup(html.read_text("utf-8"), "html.parser")
+        assert soup.html["lang"] == lang
+        switch = soup.select_one("nav.llmmath-language-switch")
+        assert switch is not None, f"{html}: no language switch"
+        (link,) = switch.select("a[href]")
+        target = (html.parent / link["href"]).resolve()
+        assert target == (site / other / f"{page}.html").resolve(), link["href"]
+        assert target.exists()
+        assert switch.select_one("[aria-current=page]").get_text() in (
+            "English",
+            "简体中文",
+        )
+
+
+def test_chinese_pages_are_chinese(site):
+    page = (site / "zh" / "chapters" / "01_parameters.html").read_text("utf-8")
+    soup = BeautifulSoup(page, "html.parser")
+    assert soup.select_one("h1").get_text(strip=True).startswith("计算参数量")
+    # glue numbers resolve inside translated messages (MyST-NB issue 587's route)
+    english = BeautifulSoup(
+        (site / "chapters" / "01_parameters.html").read_text("utf-8"), "html.parser"
+    )
+    assert len(soup.select("span.pasted-text")) == len(
+        english.select("span.pasted-text")
+    )
+
+
+def test_chinese_search_segments_words(site):
+    """Sphinx's Chinese search (jieba) indexes words, with the glossary's terms in
+    its dictionary: 参数量 is one term (jieba alone makes it 参数 and 量)."""
+    index = (site / "zh" / "searchindex.js").read_text("utf-8")
+    terms = json.loads(index[index.index("(") + 1 : index.rindex(")")])["terms"]
+    for word in ("参数量", "前馈网络", "显存", "注意力头"):
+        assert word in terms, word
+        assert terms[word], word  # found on at least one page
+
+
+# --- the checker ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "english, chinese, problem",
+    [
+        ("Hello.", "", "untranslated"),
+        (
+            "A {glue:text}`a` and {glue:text}`b`.",
+            "{glue:text}`b` 和 {glue:text}`a`。",
+            "order",
+        ),
+        ("A {glue:text}`a`.", "一个 {glue:text}`c`。", "missing"),
+        ("Two heads: $n_h = 2$.", "2 个头：$n_h = 2$。", "added"),
+        ("It has 32 layers.", "它有 三十二 层。", "missing"),
+        ("**Embedding.** A table.", "**嵌入（embedding）**表。", "markup"),
+        ("See [notation](../book/notation.md).", "见[记号](notation.md)。", "missing"),
+        ("Use `q_proj`.", "用 `k_proj`。", "missing"),
+    ],
+)
+def test_the_checker_catches(english, chinese, problem):
+    found = " ".join(check_message(english, chinese))
+    assert found, (english, chinese)
+    assert {
+        "untranslated": "untranslated",
+        "order": "another order",
+        "missing": "missing",
+        "added": "added",
+        "markup": "other markup",
+    }[problem] in found
+
+
+@pytest.mark.parametrize(
+    "english, chinese",
+    [
+        ("A {glue:text}`a` and {glue:text}`b`.", "{glue:text}`a` 与 {glue:text}`b`。"),
+        ("**Embedding.** A table of $V$ rows.", "**嵌入**：一个 $V$ 行的表。"),
+        (
+            "See {doc}`the notation <../book/notation>`.",
+            "见{doc}`记号 <../book/notation>`。",
+        ),
+        ("Llama-3-8B has 32 layers.", "Llama-3-8B 有 32 层。"),
+    ],
+)
+def test_the_checker_accepts(english, chinese):
+    assert check_message(english, chinese) == []
+
+
+def test_fuzzy_is_a_problem():
+    assert check_message("Hello.", "你好。", fuzzy=True) == ["fuzzy"]
+
+
+def test_markdown_translated_block_by_block():
+    text = (
+        "# Title\n\nA paragraph\nover two lines.\n\n- **Item** one\n\n"
+        "| a | b |\n|---|---|\n| cell | $x$ |\n\n"
+        "```{exercise} Exercise title\n:label: ex-1\n\nBody.\n```\n\n"
+        "```python\ncode stays\n```\n"
+    )
+    catalogue = {
+        "Title": "标题",
+        "A paragraph over two lines.": "一个段落。",
+        "**Item** one": "**条目**一",
+        "a": "甲",
+        "b": "乙",
+        "cell": "格",
+        "$x$": "$x$",
+        "Exercise title": "练习标题",
+        "Body.": "正文。",
+    }
+    out = translation.translate_markdown(text, catalogue, strict=True)
+    assert out == (
+        "# 标题\n\n一个段落。\n\n- **条目**一\n\n"
+        "| 甲 | 乙 |\n|---|---|\n| 格 | $x$ |\n\n"
+        "```{exercise} 练习标题\n:label: ex-1\n\n正文。\n```\n\n"
+        "```python\ncode stays\n```\n"
+    )
+    with pytest.raises(translation.TranslationError, match="Body"):
+        translation.translate_markdown(
+            text, {k: v for k, v in catalogue.items() if k != "Body."}, strict=True
+        )
+    # not strict: what the catalogue lacks stays English, as on Sphinx's pages
+    assert "Body." in translation.translate_markdown(text, {})
+
+
+def test_language_links_climb_out_and_in():
+    links = translation.language_links("chapters/01_parameters", "en")
+    assert [link["href"] for link in links] == [
+        "#",
+        "../zh/chapters/01_parameters.html",
+    ]
+    links = translation.language_links("chapters/01_parameters", "zh_CN")
+    assert links[0]["href"] == "../../chapters/01_parameters.html"
+    assert translation.language_links("index", "zh_CN")[0]["href"] == "../index.html"
+
+
+def test_an_unknown_language_is_refused():
+    with pytest.raises(ValueError, match="'fr'.*editions in"):
+        translation.language_of_name("fr")
