@@ -356,6 +356,20 @@ def _clean_outputs(outputs: list[dict], views: dict[str, dict]) -> list[dict]:
     return kept
 
 
+def _language_cell(lang: str) -> dict:
+    """The code cell that makes llmmath's live parts speak ``lang``."""
+    comment = _("# The explorers' words in this edition's language.", lang)
+    return {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": "llmmath-language",
+        "metadata": {},
+        "outputs": [],
+        "source": f"{comment}\nimport llmmath.messages\n\n"
+        f'llmmath.messages.use("{lang}")',
+    }
+
+
 def _fold(cell: dict, *, source: bool, outputs: bool) -> None:
     jupyter = cell["metadata"].setdefault("jupyter", {})
     if source:
@@ -475,6 +489,13 @@ def edition(
     if solution is not None:
         raise page.fail("a solution is not closed")
     page.leftovers()
+    if lang != "en":
+        # The explorers speak the edition's language (llmmath.messages): a cell after
+        # the first one (the install cell), before any explorer is made.
+        first = next(
+            (i for i, c in enumerate(cells) if c.get("cell_type") == "code"), -1
+        )
+        cells.insert(first + 1, _language_cell(lang))
     metadata = {
         key: value
         for key, value in notebook.get("metadata", {}).items()
