@@ -438,36 +438,48 @@ def test_every_control_of_every_explorer_is_live(explorer_pages, server, browser
     numbers; changed back, the explorer shows the first view again. Nothing leaves the
     site."""
     from llmmath.explorers import explore
+    from llmmath.messages import speaking
 
     for page, kinds in explorer_pages.items():
-        open_page(browser, server, page, len(kinds))
-        in_page = browser.execute_script(
-            "return [...document.querySelectorAll('.llmmath-explorer')]"
-            ".map(e => e.dataset.kind)"
-        )
-        assert sorted(in_page) == sorted(kinds), page
-        for index, kind in enumerate(in_page):
-            first = read(browser, index)
-            assert first["kind"] == kind and not first["live"]
-            assert "loaded once on first use" in first["status"]
-            assert_shows_python(first)  # the stored view is Python's
-            controls = explore(kind, first["state"])["controls"]
-            assert len([c for c in controls if not c.get("disabled")]) >= 3, kind
-            for control in controls:
-                if control.get("disabled"):
-                    continue
-                name, old = control["name"], first["state"][control["name"]]
-                new, dom = other_value(control, old)
-                shown = change(browser, index, name, dom)
-                where = f"{page} {kind}.{name}: {old!r} -> {new!r}"
-                assert shown["state"][name] == new, where
-                assert shown["output"] != first["output"], f"{where} changed nothing"
-                assert_shows_python(shown)
-                if control["type"] != "text":
-                    back = change(browser, index, name, dom_value(control, old))
-                    assert back["output"] == first["output"], f"{where} and back"
+        # a zh page's explorers speak Chinese: Python's views in the same language
+        with speaking("zh_CN" if page.startswith("zh/") else "en"):
+            drive_explorers(page, kinds, server, browser, explore)
     problems = network_problems(browser.get_log("performance"), server.base)
     assert not problems and not server.failures, problems + server.failures
+
+
+def drive_explorers(page, kinds, server, browser, explore) -> None:
+    """Change every control of every explorer of one page, and back."""
+    once = (
+        "首次使用时加载一次" if page.startswith("zh/") else "loaded once on first use"
+    )
+    open_page(browser, server, page, len(kinds))
+    in_page = browser.execute_script(
+        "return [...document.querySelectorAll('.llmmath-explorer')]"
+        ".map(e => e.dataset.kind)"
+    )
+    assert sorted(in_page) == sorted(kinds), page
+    for index, kind in enumerate(in_page):
+        first = read(browser, index)
+        assert first["kind"] == kind and not first["live"]
+        assert "Pyodide" in first["status"], first["status"]
+        assert once in first["status"], first["status"]
+        assert_shows_python(first)  # the stored view is Python's
+        controls = explore(kind, first["state"])["controls"]
+        assert len([c for c in controls if not c.get("disabled")]) >= 3, kind
+        for control in controls:
+            if control.get("disabled"):
+                continue
+            name, old = control["name"], first["state"][control["name"]]
+            new, dom = other_value(control, old)
+            shown = change(browser, index, name, dom)
+            where = f"{page} {kind}.{name}: {old!r} -> {new!r}"
+            assert shown["state"][name] == new, where
+            assert shown["output"] != first["output"], f"{where} changed nothing"
+            assert_shows_python(shown)
+            if control["type"] != "text":
+                back = change(browser, index, name, dom_value(control, old))
+                assert back["output"] == first["output"], f"{where} and back"
 
 
 CALCULATOR = "book/calculator.html"

@@ -103,7 +103,7 @@ def test_the_numbers_agree(site, page):
     """Every number of the zh page is the English page's, in the same order."""
     english = _article_numbers(site / f"{page}.html")
     chinese = _article_numbers(site / "zh" / f"{page}.html")
-    assert english, page
+    assert english or page == "book/glossary", page
     first = next(
         (i for i, pair in enumerate(zip(english, chinese)) if pair[0] != pair[1]),
         min(len(english), len(chinese)),
