@@ -81,7 +81,8 @@ catalogues: $(STAMP)  ## extract the book's messages and update locales/*/LC_MES
 	$(BIN)/jupyter-book build . --builder custom --custom-builder gettext --path-output _build/gettext-book -q
 	$(BIN)/sphinx-intl update -p _build/gettext-book/_build/gettext -d locales $(addprefix -l ,$(LANGUAGES)) -w 76
 	$(BIN)/pybabel extract -o llmmath/locale/llmmath.pot --project=llmmath --no-location \
-	  --sort-output --omit-header -w 76 llmmath/editions.py llmmath/explorers.py llmmath/widgets.py
+	  --sort-output --omit-header -w 76 llmmath/editions.py llmmath/explorers.py llmmath/widgets.py \
+	  llmmath/translation.py
 	$(BIN)/pybabel update -D llmmath -i llmmath/locale/llmmath.pot -d llmmath/locale -w 76
 	$(BIN)/pybabel compile -D llmmath -d llmmath/locale --statistics
 

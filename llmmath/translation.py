@@ -245,6 +245,12 @@ def _config_inited(app, config) -> None:
     options["article_header_end"] = header
     config.html_theme_options = options
     if language != "en":
+        from llmmath.messages import gettext as _
+
+        # MyST-NB's folded-cell buttons, in the page's language
+        config.nb_code_prompt_show = _("Show code cell", language)
+        config.nb_code_prompt_hide = _("Hide code cell", language)
+    if language != "en":
         config.html_search_language = language.split("_")[0]
         if language == "zh_CN":
             # jieba segments the pages for search; the glossary's terms are words
@@ -284,7 +290,46 @@ def _page_context(app, pagename, templatename, context, doctree) -> None:
         for link in links
         if not link["current"]
     )
-    context["metatags"] = context.get("metatags", "") + tags
+    context["metatags"] = context.get("metatags", "") + tags + _page_words(language)
+
+
+def _page_words(language: str) -> str:
+    """The words the book's stylesheet shows (``_vendor/llmmath.css``), in the page's
+    language: CSS custom properties that its ``content:`` rules read."""
+    import json
+
+    from llmmath.messages import gettext as _
+
+    words = {
+        "--llmmath-needs-kernel": _(
+            "needs a kernel: run this cell on Binder, Colab or your machine (🚀 above)",
+            language,
+        )
+    }
+    rules = "".join(
+        f"{name}: {json.dumps(text, ensure_ascii=False)};"  # a CSS string: "…"
+        for name, text in words.items()
+    )
+    return f"<style>:root {{{rules}}}</style>\n"
+
+
+def _translate_part_captions(app, doctree) -> None:
+    """The captions of the table of contents' parts ("Parameters", "Cost"…) in the
+    build's language: sphinx-external-toc adds the root page's toctrees after Sphinx
+    has translated the page, so their captions would stay English in the sidebar.
+    They are messages of the root page's catalogue (``book/intro.po``)."""
+    from sphinx import addnodes
+
+    language = language_of(app.config)
+    if language == "en" or app.env.docname != app.config.root_doc:
+        return
+    path = Path(app.srcdir) / app.config.locale_dirs[0] / language / "LC_MESSAGES"
+    catalogue = read_catalogue(path / f"{app.config.root_doc}.po")
+    for toctree in doctree.findall(addnodes.toctree):
+        caption = toctree.get("caption")
+        if caption in catalogue:
+            toctree["caption"] = catalogue[caption]
+            toctree["rawcaption"] = catalogue[caption]
 
 
 def setup(app) -> dict:
@@ -315,6 +360,7 @@ def setup(app) -> dict:
     _fast_chinese_search()
     app.connect("config-inited", _config_inited)
     app.connect("doctree-read", _exercise_title_messages)
+    app.connect("doctree-read", _translate_part_captions, priority=900)
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 

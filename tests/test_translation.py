@@ -157,6 +157,19 @@ def test_chinese_pages_are_chinese(site):
     )
 
 
+def test_chinese_site_words(site):
+    """Besides the catalogues' messages: the table of contents' part captions, the
+    folded-cell buttons and the stylesheet's words (llmmath.messages)."""
+    zh = (site / "zh" / "chapters" / "03_attention.html").read_text("utf-8")
+    en = (site / "chapters" / "03_attention.html").read_text("utf-8")
+    soup = BeautifulSoup(zh, "html.parser")
+    captions = [c.get_text() for c in soup.select("p.caption span.caption-text")]
+    assert "解码器块" in captions and "The decoder block" not in captions
+    assert "The decoder block" in en
+    assert "显示代码单元" in zh and "Show code cell" not in zh
+    assert '--llmmath-needs-kernel: "需要内核' in zh
+
+
 def test_chinese_search_segments_words(site):
     """Sphinx's Chinese search (jieba) indexes words, with the glossary's terms in
     its dictionary: 参数量 is one term (jieba alone makes it 参数 and 量)."""
