@@ -19,7 +19,6 @@ torch nor SymPy, so they answer in a fraction of a second.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
@@ -34,6 +33,12 @@ from llmmath.reports import (  # re-exported: chapters and tests import them fro
     params_report,
     resolve,
 )
+
+#: `typing.TYPE_CHECKING` without importing typing at run time (annotations are strings
+#: here, `from __future__ import annotations`); argparse loads only to build a parser.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = [
     "MAX_BATCH",
@@ -53,34 +58,74 @@ MAX_SEQ_LEN = 10**8
 MAX_BATCH = 10**6
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line and exit 2, as for bad configs
-        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+#: `_Parser` and `_Once`, made by `_argparse_types` on first use: argparse (and gettext,
+#: locale and shutil behind it) loads only when a parser is built, never for the
+#: common ``params MODEL [--json]`` that `_quick_params` reads.
+_TYPES: tuple[type, type] | None = None
 
 
-class _Once(argparse.Action):
-    """Store an option's value, refusing the option given twice (which value would
-    count is then ambiguous, as with a duplicate key in a config.json)."""
+def _argparse_types() -> tuple[type, type]:
+    """(`_Parser`, `_Once`): the parser that reports an error in one line and exits 2,
+    and the action that refuses an option given twice."""
+    global _TYPES
+    if _TYPES is not None:
+        return _TYPES
+    import argparse
 
-    def __call__(self, parser, namespace, values, option_string=None):
-        if getattr(namespace, f"_given_{self.dest}", False):
-            raise argparse.ArgumentError(
-                self, "given twice; give it once (which value counts is ambiguous)"
-            )
-        setattr(namespace, f"_given_{self.dest}", True)
-        setattr(namespace, self.dest, values)
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> None:  # one line and exit 2, as for configs
+            self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+
+    class _Once(argparse.Action):
+        """Store an option's value, refusing the option given twice (which value would
+        count is then ambiguous, as with a duplicate key in a config.json)."""
+
+        def __call__(self, parser, namespace, values, option_string=None):
+            if getattr(namespace, f"_given_{self.dest}", False):
+                raise argparse.ArgumentError(
+                    self, "given twice; give it once (which value counts is ambiguous)"
+                )
+            setattr(namespace, f"_given_{self.dest}", True)
+            setattr(namespace, self.dest, values)
+
+    _Parser.__qualname__, _Once.__qualname__ = "_Parser", "_Once"
+    _TYPES = _Parser, _Once
+    return _TYPES
 
 
 def _params(args: argparse.Namespace) -> int:
-    from llmmath.counting import count_params
+    return _params_of(args.model, args.revision, args.json)
 
-    name, cfg = resolve(args.model, args.revision)
-    counts = count_params(cfg)
-    if args.json:
+
+def _params_of(model: str, revision: str | None, as_json: bool) -> int:
+    """``params``: the JSON report (`params_report`) or the table (`format_table`)."""
+    name, cfg = resolve(model, revision)
+    if as_json:
         print(json.dumps(params_report(name, cfg), indent=2))
     else:
-        print(format_table(name, counts))
+        from llmmath.counting import count_params
+
+        print(format_table(name, count_params(cfg)))
     return 0
+
+
+def _quick_params(argv: list[str]) -> tuple[str, bool] | None:
+    """(MODEL, whether ``--json``) when ``argv`` is ``params MODEL`` with ``--json``
+    anywhere after ``params`` (any number of times, as argparse's ``store_true``
+    allows), MODEL not starting with ``-``; None for anything else (``--help``,
+    ``--revision``, an abbreviated option, an error, ...), which the full parser
+    reads. What argparse would make of the same words, without importing it."""
+    if argv[:1] != ["params"]:
+        return None
+    model, as_json = None, False
+    for arg in argv[1:]:
+        if arg == "--json":
+            as_json = True
+        elif model is not None or arg.startswith("-"):
+            return None
+        else:
+            model = arg
+    return None if model is None else (model, as_json)
 
 
 def _kv_cache(args: argparse.Namespace) -> int:
@@ -208,7 +253,7 @@ def _seq_len_option(parser: argparse.ArgumentParser, meaning: str) -> None:
         "--seq-len",
         type=_count_up_to(MAX_SEQ_LEN),
         required=True,
-        action=_Once,
+        action=_argparse_types()[1],
         help=f"{meaning} (at most {MAX_SEQ_LEN:,})",
     )
 
@@ -255,19 +300,19 @@ def _add_kv_cache(sub, command, count, once) -> None:
         "--batch",
         type=_count_up_to(MAX_BATCH),
         default=1,
-        action=_Once,
+        action=once,
         help=f"sequences (default 1, at most {MAX_BATCH:,})",
     )
     k.add_argument(
         "--dtype",
-        action=_Once,
+        action=once,
         default="bf16",
         choices=list(DTYPE_BITS),
         help="cache number format (default bf16)",
     )
     k.add_argument(
         "--layout",
-        action=_Once,
+        action=once,
         default="latent",
         choices=list(LAYOUTS),
         help="multi-head latent attention: cache the latent (default) or per-head "
@@ -277,7 +322,7 @@ def _add_kv_cache(sub, command, count, once) -> None:
         "--block-size",
         type=_count_up_to(MAX_SEQ_LEN),
         default=None,
-        action=_Once,
+        action=once,
         help="paged cache: round each sequence up to whole blocks of B tokens",
     )
     k.add_argument(
@@ -300,7 +345,7 @@ def _add_flops(sub, command, count, once) -> None:
     _seq_len_option(f, "sequence length T")
     f.add_argument(
         "--attention",
-        action=_Once,
+        action=once,
         choices=["causal", "full"],
         default="causal",
         help="count causal pairs (default) or all T x T",
@@ -312,7 +357,7 @@ def _add_flops(sub, command, count, once) -> None:
     )
     f.add_argument(
         "--recompute",
-        action=_Once,
+        action=once,
         choices=["none", "selective", "full"],
         help="with --by-module: activation recomputation (default none)",
     )
@@ -357,7 +402,7 @@ class _Only:
         if self.only is None or name == self.only:
             return self.sub.add_parser(name, **kwargs)
         self.sub.add_parser(name, add_help=False)
-        return _Parser(prog=name, add_help=False)
+        return _argparse_types()[0](prog=name, add_help=False)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -365,6 +410,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     `COMMANDS`) that command in full and the others as empty placeholders, so that a
     command imports only what it uses (a group's module, such as
     `llmmath.serving_cli`, loads only when one of its commands is built)."""
+    _Parser, _Once = _argparse_types()
     parser = _Parser(
         prog="python -m llmmath",
         description="Exact parameters, KV cache bytes and FLOPs of decoder-only "
@@ -431,12 +477,21 @@ def _run(argv: list[str]) -> int:
             from llmmath.coursework.cli import main as coursework_main
 
             return coursework_main(argv[1:])
+        quick = _quick_params(argv)
+        if quick is not None:  # the common case, without argparse
+            model, as_json = quick
+            return _run_command(_params_of, model, None, as_json)
         only = argv[0] if argv and argv[0] in COMMANDS else None
         args = build_parser(only).parse_args(argv)
     except SystemExit as e:  # argparse: --help (0) or a bad argument (2, one line)
         return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
+    return _run_command(args.run, args)
+
+
+def _run_command(run, *args) -> int:
+    """``run(*args)``'s status, or 2 with one line on stderr for a `ConfigError`."""
     try:
-        return args.run(args)
+        return run(*args)
     except ConfigError as e:
         print(f"llmmath: error: {one_line(str(e))}", file=sys.stderr)
         return 2

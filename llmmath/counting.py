@@ -134,13 +134,17 @@ class ParamCount:
         """Parameters used for one token: the total less the routed experts the router
         does not pick, L·(E − k)·(one expert's parameters). Equal to `total` for a dense
         model."""
+        return self._active(self.total)
+
+    def _active(self, total: int) -> int:
+        """`active`, given `total`."""
         if not self.num_local_experts:
-            return self.total
+            return total
         idle = self.num_local_experts - self.num_experts_per_tok
         one_expert = sum(
             self.total_of(t) // t.copies for t in self.tensors if t.copies_dim == "E"
         )
-        return self.total - idle * one_expert
+        return total - idle * one_expert
 
     @property
     def non_embedding(self) -> int:
@@ -153,16 +157,23 @@ class ParamCount:
         groups, and every tensor's whole-model count under ``components``; with
         multi-token prediction also ``mtp`` (not in ``total``)."""
         extra = {"mtp": self.mtp, "mtp_convention": MTP_CONVENTION} if self.mtp else {}
+        # each tensor's count once: the same numbers as `total`, `by_group`, ... each
+        # summing again (what ``params --json`` prints, on its start-up path)
+        counts = [(t, self.total_of(t)) for t in self.tensors]
+        total = sum(n for _, n in counts)
+        groups = dict.fromkeys(GROUPS, 0)
+        for t, n in counts:
+            groups[t.group] += n
         return {
             **extra,
-            "total": self.total,
-            "active": self.active,
-            "non_embedding": self.non_embedding,
+            "total": total,
+            "active": self._active(total),
+            "non_embedding": total - groups["embedding"] - groups["lm_head"],
             "per_layer": self.per_layer,
             "num_hidden_layers": self.num_hidden_layers,
             "tie_word_embeddings": self.tie_word_embeddings,
-            "groups": self.by_group(),
-            "components": {t.name: self.total_of(t) for t in self.tensors},
+            "groups": groups,
+            "components": {t.name: n for t, n in counts},
             "non_embedding_convention": NON_EMBEDDING_CONVENTION,
         }
 
