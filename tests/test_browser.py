@@ -229,7 +229,15 @@ def test_page_renders_offline(page, site, server, browser, shots):
     browser.get(f"{server.base}/{page}")
     report = browser.execute_async_script(INSPECT, WAIT_S)
     shot = shots / (page.replace("/", "__").removesuffix(".html") + ".png")
-    full_page_screenshot(browser, shot)
+    try:
+        check_rendered(page, report, shot, browser, server)
+    except AssertionError:
+        full_page_screenshot(browser, shot)  # what the failing page showed
+        raise
+
+
+def check_rendered(page, report, shot, browser, server) -> None:
+    """The assertions of `test_page_renders_offline` on one loaded page."""
     console = [
         e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"
     ]
