@@ -3,8 +3,10 @@
 Optimizer state: the bytes in ``optimizer.state`` after one step of torch.optim.AdamW,
 SGD(momentum=0.9) and Adafactor, in fp32 and in bf16; torch's per-tensor ``step``
 scalars (4 bytes each, AdamW and Adafactor), which the formula leaves out, are
-asserted as the exact difference. 8-bit Adam: bitsandbytes is not installed, so only
-its layout arithmetic is checked, against its documented block size and threshold.
+asserted as the exact difference. 8-bit Adam: bitsandbytes' optimizers need a GPU, so
+its layout arithmetic is checked against its documented block size and threshold, and
+the bytes against ``optimizer.state`` of torchao's block-wise AdamW8bit (same layout,
+which runs on the CPU) on every supported type, with its two differences asserted.
 Activations: full checkpointing's kept bytes equal what
 `torch.autograd.graph.saved_tensors_hooks` counts (unique storages, parameters
 excluded) under torch's reentrant checkpoint; the s²-sized softmax output that
@@ -386,3 +388,69 @@ def test_no_checkpointing_against_saved_tensors(model_type):
     rope = 4 * 4 * T * d_h if cfg.position_embedding_type == "rope" else 0
     per_layer = 2 * norm + 2 * 4 * B * T * (q - kv) + rope + T * T
     assert kept - formula == cfg.num_hidden_layers * per_layer
+
+
+def _adam8bit():
+    """torchao's block-wise 8-bit AdamW, which runs on the CPU (bitsandbytes' needs
+    a GPU): the same layout as bitsandbytes' Adam8bit, uint8 codes with one fp32
+    absmax per block of 256 elements, and fp32 state for tensors under 4096
+    elements."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torchao.optim import AdamW8bit
+    return AdamW8bit
+
+
+@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
+def test_adam8bit_state_equals_a_block_wise_8bit_adam(model_type):
+    """The bytes of `optimizer_state_bytes(..., "adam8bit")` against the tensors in
+    ``optimizer.state`` after one step of torchao's AdamW8bit on every supported
+    type, with the two differences of that implementation stated and asserted:
+    it keeps fp32 moments for a tensor whose size is not a multiple of the block
+    (bitsandbytes quantizes it with a short last block), and a 256-entry fp32
+    quantization map per moment tensor (bitsandbytes shares two for the model)."""
+    from llmmath.training import ADAM8BIT_BLOCK, ADAM8BIT_MIN_SIZE
+
+    # large enough for both paths: a 512 x 16 embedding of 32 whole blocks, and an
+    # FFN of 264 x 16 = 4224 elements, 16.5 blocks (where the type has one)
+    raw = {**RAW[model_type], "vocab_size": 512}
+    if raw.get("intermediate_size"):
+        raw["intermediate_size"] = 264
+    cfg = ModelConfig.from_hf_config(raw)
+    model = build_model(cfg, device="cpu", dtype=torch.float32)
+    params = [p for n, p in model.named_parameters() if "e_score" not in n]
+    opt = _adam8bit()(params)
+    one_step(model, opt, cfg)
+    codes = scales = maps = full = 0
+    for state in opt.state.values():
+        for key in ("exp_avg", "exp_avg_sq"):
+            t = state[key]
+            if hasattr(t, "codes"):
+                assert t.codes.dtype == torch.uint8 and t.scale.dtype == torch.float32
+                codes += t.codes.numel()
+                scales += 4 * t.scale.numel()
+                maps += 4 * t.qmap.numel()
+            else:
+                assert t.dtype == torch.float32
+                full += 4 * t.numel()
+    predicted = optimizer_state_bytes(cfg, "adam8bit", "fp32")
+    # tensors both quantize: exactly the prediction's uint8 codes and fp32 absmaxes
+    ragged = [
+        p.numel()
+        for p in params
+        if p.numel() >= ADAM8BIT_MIN_SIZE and p.numel() % ADAM8BIT_BLOCK
+    ]
+    assert codes == predicted["8-bit moments (uint8)"] - 2 * sum(ragged)
+    assert scales == predicted["block absmax (fp32)"] - 8 * sum(
+        -(-n // ADAM8BIT_BLOCK) for n in ragged
+    )
+    assert full == predicted["moments of small tensors (fp32)"] + 8 * sum(ragged)
+    quantized = [
+        p.numel()
+        for p in params
+        if p.numel() >= ADAM8BIT_MIN_SIZE and not p.numel() % ADAM8BIT_BLOCK
+    ]
+    assert quantized, "no tensor took the 8-bit path"
+    assert maps == 2 * 4 * 256 * len(quantized)
