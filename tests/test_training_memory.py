@@ -15,7 +15,8 @@ without checkpointing, Llama- and GPT-2-style blocks keep the formula's bytes pl
 exactly stated remainder (eager norms' intermediates, repeat_kv's copies, RoPE's
 tables, the mask). Not checked against torch: the no-checkpointing totals of q/k-norm,
 MoE, MLA, sandwich-norm and softcapped blocks.
-LoRA: adapters built with plain torch (no peft), their count and Adam state.
+LoRA: adapters built with plain torch (no peft), their count and Adam state. QLoRA's
+4-bit base: `nf4_bytes` against the tensors of torchao's NF4Tensor, differences stated.
 """
 
 from __future__ import annotations
@@ -454,3 +455,39 @@ def test_adam8bit_state_equals_a_block_wise_8bit_adam(model_type):
     ]
     assert quantized, "no tensor took the 8-bit path"
     assert maps == 2 * 4 * 256 * len(quantized)
+
+
+@pytest.mark.parametrize("shape", [(256, 512), (1024, 1024), (64, 4096), (4096, 96)])
+def test_nf4_bytes_equal_a_real_nf4_tensor(shape):
+    """`nf4_bytes` (QLoRA's base weights) against the tensors of torchao's NF4Tensor
+    (QLoRA's layout: 4-bit codes two to a byte, an int8 absmax per block of 64, one
+    scale per 256 blocks and their mean), built on the CPU. Its stated differences:
+    the scales and their mean are bf16 (bitsandbytes keeps fp32), and each tensor
+    carries its own 16-entry code table (bitsandbytes shares one)."""
+    import warnings
+
+    from llmmath.training import NF4_ABSMAX_BLOCK, NF4_BLOCK
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torchao.quantization.quantize_.workflows.nf4.nf4_tensor import to_nf4
+    weight = torch.randn(shape, dtype=torch.bfloat16, generator=torch.Generator())
+    nf4 = to_nf4(weight, NF4_BLOCK, NF4_ABSMAX_BLOCK)
+    n, blocks = weight.numel(), weight.numel() // NF4_BLOCK
+    assert nf4.quantized_data.numel() * nf4.quantized_data.element_size() == n // 2
+    assert nf4.quantized_scalers.dtype == torch.int8
+    assert nf4.quantized_scalers.numel() == blocks
+    assert nf4.quantization_factor.numel() == -(-blocks // NF4_ABSMAX_BLOCK)
+    real = sum(
+        t.numel() * t.element_size()
+        for t in (
+            nf4.quantized_data,
+            nf4.quantized_scalers,
+            nf4.quantization_factor,
+            nf4.scaler_mean,
+            nf4.nf4,
+        )
+    )
+    bf16_instead_of_fp32 = 2 * (nf4.quantization_factor.numel() + 1)
+    own_code_table = 16 * 2
+    assert real == nf4_bytes(n) - bf16_instead_of_fp32 + own_code_table
