@@ -39,6 +39,8 @@ from pathlib import Path
 FOLDERS = {"en": "", "zh_CN": "zh"}
 #: Each language's name as its readers write it (the language switch shows it).
 NAMES = {"en": "English", "zh_CN": "简体中文"}
+#: Each language's short name, for the switch on a phone's narrow header.
+SHORT_NAMES = {"en": "EN", "zh_CN": "中文"}
 #: Each language's tag for ``hreflang`` and ``<html lang>``.
 TAGS = {"en": "en", "zh_CN": "zh-CN"}
 
@@ -207,7 +209,8 @@ def language_of(config) -> str:
 
 def language_links(pagename: str, language: str) -> list[dict[str, str]]:
     """The page ``pagename`` in every edition, as relative links from the page itself
-    in the edition ``language``: ``[{"language", "name", "tag", "href", "current"}]``.
+    in the edition ``language``: ``[{"language", "name", "short", "tag", "href",
+    "current"}]``.
 
     English pages are at ``<root>/<pagename>.html`` and a translation's at
     ``<root>/<folder>/<pagename>.html``, so the link climbs out of the page's folders
@@ -227,6 +230,7 @@ def language_links(pagename: str, language: str) -> list[dict[str, str]]:
             {
                 "language": other,
                 "name": NAMES[other],
+                "short": SHORT_NAMES[other],
                 "tag": TAGS[other],
                 "href": href if other != language else "#",
                 "current": "true" if other == language else "",
