@@ -194,9 +194,14 @@ def phone(browser):
 
 def test_every_page_fits_a_phone(server, phone):
     """At 390 px nothing widens the page: figures scale, tables and code scroll in
-    their own box, long literals wrap."""
+    their own box, long literals wrap (the zh pages: tests/test_browser_zh.py)."""
+    fit_a_phone(server, phone, PAGES)
+
+
+def fit_a_phone(server, phone, pages) -> None:
+    """Each of ``pages`` is no wider than the phone's 390 px."""
     problems = []
-    for page in PAGES:
+    for page in pages:
         phone.get(f"{server.base}/{page}")
         phone.execute_async_script(INSPECT, WAIT_S)
         r = phone.execute_script(OVERFLOW)
