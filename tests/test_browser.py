@@ -49,11 +49,9 @@ def toc_pages() -> list[str]:
     ]
 
 
-#: Every page of the English edition (the site's root); the 简体中文 edition's, under
-#: zh/ (llmmath/translation.py), are tests/test_browser_zh.py's, which runs the same
-#: tests on them beside these (another worker, another browser).
-PAGES = toc_pages()
-ZH_PAGES = [f"zh/{page}" for page in toc_pages()]
+#: Every page of both editions: English at the root, 简体中文 under zh/
+#: (llmmath/translation.py).
+PAGES = toc_pages() + [f"zh/{page}" for page in toc_pages()]
 MISSING = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
 MISSING_MESSAGE = (
     f"{' and '.join(MISSING)} not found: install Debian's chromium and "
@@ -218,7 +216,7 @@ def test_every_built_page_is_checked(site):
         for p in site.rglob("*.html")
         if "_static" not in p.relative_to(site).parts
     }
-    assert built == set(PAGES) | set(ZH_PAGES)
+    assert built == set(PAGES)
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -295,10 +293,10 @@ def check_rendered(page, report, shot, browser, server) -> None:
 # shows with what Python's llmmath computes for the state the page reports.
 
 
-def explorers_on(site: Path, pages=PAGES) -> dict[str, list[str]]:
+def explorers_on(site: Path) -> dict[str, list[str]]:
     """{page: [kind, ...]} of the explorers in each built page's stored widget state."""
     found = {}
-    for page in pages:
+    for page in PAGES:
         text = (site / page).read_text(encoding="utf-8")
         start = text.find('<script type="application/vnd.jupyter.widget-state+json">')
         if start < 0:
@@ -406,11 +404,7 @@ def dom_value(control: dict, value):
 
 @pytest.fixture(scope="module")
 def explorer_pages(site):
-    return every_explorer(explorers_on(site, PAGES))
-
-
-def every_explorer(pages: dict[str, list[str]]) -> dict[str, list[str]]:
-    """``pages``, once it is checked that they hold every kind of explorer."""
+    pages = explorers_on(site)
     kinds = sorted({k for ks in pages.values() for k in ks})
     assert kinds == sorted(
         [
@@ -452,9 +446,12 @@ def test_every_control_of_every_explorer_is_live(explorer_pages, server, browser
     numbers; changed back, the explorer shows the first view again. Nothing leaves the
     site."""
     from llmmath.explorers import explore
+    from llmmath.messages import speaking
 
     for page, kinds in explorer_pages.items():
-        drive_explorers(page, kinds, server, browser, explore)
+        # a zh page's explorers speak Chinese: Python's views in the same language
+        with speaking("zh_CN" if page.startswith("zh/") else "en"):
+            drive_explorers(page, kinds, server, browser, explore)
     problems = network_problems(browser.get_log("performance"), server.base)
     assert not problems and not server.failures, problems + server.failures
 

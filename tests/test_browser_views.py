@@ -194,14 +194,9 @@ def phone(browser):
 
 def test_every_page_fits_a_phone(server, phone):
     """At 390 px nothing widens the page: figures scale, tables and code scroll in
-    their own box, long literals wrap (the zh pages: tests/test_browser_zh.py)."""
-    fit_a_phone(server, phone, PAGES)
-
-
-def fit_a_phone(server, phone, pages) -> None:
-    """Each of ``pages`` is no wider than the phone's 390 px."""
+    their own box, long literals wrap."""
     problems = []
-    for page in pages:
+    for page in PAGES:
         phone.get(f"{server.base}/{page}")
         phone.execute_async_script(INSPECT, WAIT_S)
         r = phone.execute_script(OVERFLOW)
