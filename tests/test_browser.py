@@ -568,3 +568,34 @@ def test_calculator_answer_is_shared_by_its_link(server, browser):
         time.sleep(0.05)
     again = read(browser, 0)
     assert again["state"] == shown["state"] and again["tables"] == shown["tables"]
+
+
+@pytest.mark.parametrize(
+    "query, page",
+    [("参数量", "计算参数量"), ("前馈网络", "前馈网络"), ("显存带宽", "显存与速度")],
+)
+def test_chinese_search_finds_pages_offline(query, page, server, browser):
+    """The zh site's search page (Sphinx's, with jieba's words in its index) finds
+    the pages about a term of the glossary, in the reader's browser, offline."""
+    import time
+    import urllib.parse
+
+    browser.get_log("performance")
+    browser.get(f"{server.base}/zh/search.html?q={urllib.parse.quote(query)}")
+    deadline = time.monotonic() + WAIT_S
+    titles: list[str] = []
+    while time.monotonic() < deadline:
+        titles = browser.execute_script(
+            "return [...document.querySelectorAll('#search-results li a')]"
+            ".map(a => a.textContent)"
+        )
+        done = browser.execute_script(
+            "const s = document.querySelector('#search-results .search-summary');"
+            "return !!(s && s.textContent.trim())"
+        )
+        if done:
+            break
+        time.sleep(0.1)
+    assert page in titles, (query, titles)
+    problems = network_problems(browser.get_log("performance"), server.base)
+    assert not problems and not server.failures, problems + server.failures
