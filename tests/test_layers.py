@@ -148,21 +148,24 @@ def test_below_the_cli_nothing_imports_it(name):
 
 
 #: Run ``python -m llmmath ARGS`` in-process and print, after the command's output
-#: and a marker line, every module loaded by the end.
+#: and a marker line, every module loaded by the end and those loaded before the command
+#: (by the interpreter's own start-up: site, .pth files).
 WRAPPER = """
 import json, runpy, sys
+before = sorted(sys.modules)
 sys.argv = ["llmmath", *sys.argv[1:]]
 try:
     runpy.run_module("llmmath", run_name="__main__", alter_sys=True)
 except SystemExit as exit:
     status = exit.code
 print("\\n--modules--")
-print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
+print(json.dumps({"status": status, "before": before, "modules": sorted(sys.modules)}))
 """
 
 
-def loaded_by(*args: str) -> tuple[str, set[str]]:
-    """(stdout of ``python -m llmmath ARGS``, the modules it loaded)."""
+def run_llmmath(*args: str) -> tuple[str, set[str], set[str]]:
+    """(stdout of ``python -m llmmath ARGS``, the modules loaded before the command,
+    every module loaded by its end); the command must succeed."""
     run = subprocess.run(
         [sys.executable, "-c", WRAPPER, *args],
         capture_output=True,
@@ -173,7 +176,13 @@ def loaded_by(*args: str) -> tuple[str, set[str]]:
     out, _, tail = run.stdout.rpartition("\n--modules--\n")
     found = json.loads(tail)
     assert found["status"] == 0, run.stderr
-    return out, set(found["modules"])
+    return out, set(found["before"]), set(found["modules"])
+
+
+def loaded_by(*args: str) -> tuple[str, set[str]]:
+    """(stdout of ``python -m llmmath ARGS``, the modules it loaded)."""
+    out, _, modules = run_llmmath(*args)
+    return out, modules
 
 
 HEAVY = {"torch", "numpy", "sympy", "matplotlib", "huggingface_hub", "ipywidgets"}

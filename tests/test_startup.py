@@ -9,31 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from llmmath import cli
+from tests.test_layers import run_llmmath
 
 ROOT = Path(__file__).resolve().parents[1]
-
-#: Run ``python -m llmmath ARGS`` in-process; print the modules loaded before the
-#: command (by the interpreter's own start-up: site, .pth files) and those it added.
-WRAPPER = """
-import json, runpy, sys
-before = sorted(sys.modules)
-sys.argv = ["llmmath", *sys.argv[1:]]
-try:
-    runpy.run_module("llmmath", run_name="__main__", alter_sys=True)
-except SystemExit as exit:
-    status = exit.code
-added = sorted(set(sys.modules) - set(before))
-print("\\n--modules--")
-print(json.dumps({"status": status, "before": before, "added": added}))
-"""
 
 #: Modules the params path must not load (unless the interpreter's start-up already
 #: did): the argument parser and what it imports, and other heavy standard modules.
@@ -65,17 +48,8 @@ def added_by(*args: str) -> tuple[str, set[str]]:
 def loaded_by(*args: str) -> tuple[str, set[str], set[str]]:
     """(stdout of ``python -m llmmath ARGS``, the modules loaded before the command,
     the modules the command loaded)."""
-    run = subprocess.run(
-        [sys.executable, "-c", WRAPPER, *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=True,
-    )
-    out, _, tail = run.stdout.rpartition("\n--modules--\n")
-    found = json.loads(tail)
-    assert found["status"] == 0, run.stderr
-    return out, set(found["before"]), set(found["added"])
+    out, before, modules = run_llmmath(*args)
+    return out, before, modules - before
 
 
 @pytest.mark.parametrize(
