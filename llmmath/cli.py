@@ -205,13 +205,20 @@ def _flops(args: argparse.Namespace) -> int:
     from llmmath.flops import forward_flops_per_token
 
     name, cfg = resolve(args.model, args.revision)
-    if args.by_module or args.recompute:  # forward, backward, training per module
+    # forward, backward, training per module
+    if args.by_module or args.recompute or args.batch is not None:
         from llmmath.flops_by_module import by_module_report, format_by_module
 
         if not args.by_module:
-            raise ConfigError("--recompute needs --by-module")
+            option = "--recompute" if args.recompute else "--batch"
+            raise ConfigError(f"{option} needs --by-module")
         report = by_module_report(
-            name, cfg, args.seq_len, 1, args.attention, args.recompute or "none"
+            name,
+            cfg,
+            args.seq_len,
+            args.batch or 1,
+            args.attention,
+            args.recompute or "none",
         )
         print(json.dumps(report, indent=2) if args.json else format_by_module(report))
         return 0
@@ -353,7 +360,13 @@ def _add_flops(sub, command, count, once) -> None:
     f.add_argument(
         "--by-module",
         action="store_true",
-        help="forward, backward and training FLOPs of one sequence, per module",
+        help="forward, backward and training FLOPs of the batch, per module",
+    )
+    f.add_argument(
+        "--batch",
+        type=_count_up_to(MAX_BATCH),
+        action=once,
+        help=f"with --by-module: sequences (default 1, at most {MAX_BATCH:,})",
     )
     f.add_argument(
         "--recompute",

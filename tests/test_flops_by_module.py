@@ -232,6 +232,24 @@ def test_cli_json_equals_the_function(recompute):
     assert json.loads(out) == report
 
 
+def test_cli_batch_is_the_functions_batch():
+    """``--batch B`` is the function's ``batch``: FLOPs of B sequences, B times one
+    sequence's (every module's FLOPs are per token or per sequence)."""
+    argv = ["flops", "qwen3-0.6b", "--seq-len", "512", "--by-module", "--json"]
+    status, out, err = run([*argv, "--batch", "3"])
+    assert status == 0 and err == ""
+    name, cfg = resolve("qwen3-0.6b", None)
+    three = json.loads(out)
+    assert three == by_module_report(name, cfg, 512, 3, "causal", "none")
+    one = json.loads(run(argv)[1])
+    assert three["batch"] == 3 and one["batch"] == 1
+    assert three["total"] == {k: 3 * v for k, v in one["total"].items()}
+    status, out, err = run(["flops", "qwen3-0.6b", "--seq-len", "8", "--batch", "2"])
+    assert status == 2 and "--batch needs --by-module" in err
+    status, out, err = run([*argv, "--batch", "0"])
+    assert status == 2 and "--batch" in err
+
+
 def test_cli_table_and_refusals():
     status, out, err = run(["flops", "llama-3-8b", "--seq-len", "8", "--by-module"])
     assert status == 0 and "layers 0-31, each:" in out and "self_attn.scores" in out
