@@ -554,13 +554,17 @@ def _site_url(app) -> str:
 def write_editions(app) -> list[Path]:
     """Write the edition of every notebook page into ``<build>/editions/<language>/``
     (the folder beside the HTML output). Returns the files written."""
-    from llmmath.translation import language_of, read_catalogue, translate_notebook
+    from llmmath.translation import (
+        catalogue_path,
+        language_of,
+        read_catalogue,
+        translate_notebook,
+    )
 
     env = app.env
     lang = language_of(app.config)
     out = Path(app.outdir).parent / EDITIONS / edition_folder(lang)
     site_url = _site_url(app)
-    locales = Path(app.srcdir) / app.config.locale_dirs[0] / lang / "LC_MESSAGES"
     written = []
     for docname in sorted(env.found_docs):
         source = Path(env.doc2path(docname))
@@ -570,7 +574,7 @@ def write_editions(app) -> list[Path]:
         resolved = resolve_page(doctree, docname, env, site_url)
         notebook = json.loads(source.read_text(encoding="utf-8"))
         if lang != "en":
-            catalogue = read_catalogue(locales / f"{docname}.po")
+            catalogue = read_catalogue(catalogue_path(app, docname))
             notebook = translate_notebook(notebook, catalogue, docname)
         text = dumps(edition(notebook, docname, resolved, site_url, lang))
         target = out / f"{docname}.ipynb"

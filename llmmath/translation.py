@@ -216,27 +216,20 @@ def language_links(pagename: str, language: str) -> list[dict[str, str]]:
     ``<root>/<folder>/<pagename>.html``, so the link climbs out of the page's folders
     and the edition's folder, then goes down into the other edition's.
     """
-    up = "../" * pagename.count("/")
-    here = FOLDERS[language]
-    root = up + ("../" if here else "")
-    links = []
-    for other, folder in FOLDERS.items():
-        href = (
-            f"{up}{pagename.rsplit('/', 1)[-1]}.html"
+    root = "../" * pagename.count("/") + ("../" if FOLDERS[language] else "")
+    return [
+        {
+            "language": other,
+            "name": NAMES[other],
+            "short": SHORT_NAMES[other],
+            "tag": TAGS[other],
+            "href": "#"
             if other == language
-            else f"{root}{folder + '/' if folder else ''}{pagename}.html"
-        )
-        links.append(
-            {
-                "language": other,
-                "name": NAMES[other],
-                "short": SHORT_NAMES[other],
-                "tag": TAGS[other],
-                "href": href if other != language else "#",
-                "current": "true" if other == language else "",
-            }
-        )
-    return links
+            else f"{root}{folder + '/' if folder else ''}{pagename}.html",
+            "current": "true" if other == language else "",
+        }
+        for other, folder in FOLDERS.items()
+    ]
 
 
 def _config_inited(app, config) -> None:
@@ -327,8 +320,7 @@ def _translate_part_captions(app, doctree) -> None:
     language = language_of(app.config)
     if language == "en" or app.env.docname != app.config.root_doc:
         return
-    path = Path(app.srcdir) / app.config.locale_dirs[0] / language / "LC_MESSAGES"
-    catalogue = read_catalogue(path / f"{app.config.root_doc}.po")
+    catalogue = read_catalogue(catalogue_path(app, app.config.root_doc))
     for toctree in doctree.findall(addnodes.toctree):
         caption = toctree.get("caption")
         if caption in catalogue:
@@ -636,6 +628,13 @@ class TranslationError(ValueError):
     page and the text): run ``make catalogues`` and translate what is new."""
 
 
+def catalogue_path(app, docname: str) -> Path:
+    """The ``.po`` catalogue of page ``docname`` in the build's language."""
+    language = language_of(app.config)
+    locales = Path(app.srcdir) / app.config.locale_dirs[0] / language
+    return locales / "LC_MESSAGES" / f"{docname}.po"
+
+
 def read_catalogue(path) -> dict[str, str]:
     """A ``.po`` catalogue as ``{English: translation}``, with only what Sphinx uses:
     messages translated and not fuzzy."""
@@ -696,7 +695,7 @@ def translate_markdown(
         elif token.type == "inline" and token.content.strip():
             if row is not None:  # a table cell: replaced within its row's line
                 start = row[0]
-                line = edits_line(edits, lines, start)
+                line = _edited_line(edits, lines, start)
                 cell = token.content.strip()
                 line = line.replace(cell, translated(cell).replace("|", "\\|"), 1)
                 edits.append((start, start + 1, [line]))
@@ -714,7 +713,7 @@ def translate_markdown(
     return "\n".join(lines)
 
 
-def edits_line(edits, lines, index: int) -> str:
+def _edited_line(edits, lines, index: int) -> str:
     """Line ``index`` as earlier edits of the same line left it."""
     for start, end, new in reversed(edits):
         if start == index and end == index + 1:

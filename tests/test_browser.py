@@ -458,9 +458,12 @@ def test_every_control_of_every_explorer_is_live(explorer_pages, server, browser
 
 def drive_explorers(page, kinds, server, browser, explore) -> None:
     """Change every control of every explorer of one page, and back."""
-    once = (
-        "首次使用时加载一次" if page.startswith("zh/") else "loaded once on first use"
-    )
+    from llmmath.explorers import RUNTIME_MESSAGES
+    from llmmath.messages import gettext
+
+    # the idle status, in the page's language, up to the runtime's size
+    idle = next(m for m in RUNTIME_MESSAGES if "loaded once on first use" in m)
+    once = gettext(idle).split("{size}")[0]
     open_page(browser, server, page, len(kinds))
     in_page = browser.execute_script(
         "return [...document.querySelectorAll('.llmmath-explorer')]"
