@@ -23,6 +23,7 @@ import importlib
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from llmmath.config import ConfigError, ModelConfig
 from llmmath.errors import count_argument, one_line
@@ -34,9 +35,8 @@ from llmmath.reports import (  # re-exported: chapters and tests import them fro
     resolve,
 )
 
-#: `typing.TYPE_CHECKING` without importing typing at run time (annotations are strings
-#: here, `from __future__ import annotations`); argparse loads only to build a parser.
-TYPE_CHECKING = False
+#: argparse loads only to build a parser (annotations are strings here,
+#: `from __future__ import annotations`).
 if TYPE_CHECKING:
     import argparse
 

@@ -10,22 +10,15 @@ Explained in the chapter *Counting parameters* (``chapters/01_parameters.ipynb``
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from llmmath.errors import ConfigError, check_positive_int
 from llmmath.ffn import minimind_intermediate_size
-
-#: `typing.TYPE_CHECKING` without importing typing at run time (annotations are strings
-#: here, `from __future__ import annotations`), for a lighter ``import llmmath``.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 __all__ = ["ConfigError", "ModelConfig", "RopeScaling", "check_positive_int"]
 
@@ -58,8 +51,20 @@ ACTIVATIONS = ("silu", "gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 ROPE_SCALING_TYPES = ("linear", "llama3")
 
 
-@dataclass(frozen=True)
-class RopeScaling:
+def readable_signature(cls: type) -> type:
+    """Show a `typing.NamedTuple`'s field types as written (``int | None``) in
+    ``help()`` and Jupyter's ``?``, not as the ``ForwardRef('int | None')`` that
+    typing makes of this package's postponed annotations."""
+    new = cls.__new__
+    new.__annotations__ = {
+        name: getattr(hint, "__forward_arg__", hint)
+        for name, hint in new.__annotations__.items()
+    }
+    return cls
+
+
+@readable_signature
+class RopeScaling(NamedTuple):
     """A config's ``rope_scaling`` (context extension of RoPE; no effect on any count).
 
     ``rope_type`` ``"linear"`` (position interpolation) and ``"llama3"`` (Llama 3.1) are
@@ -129,8 +134,59 @@ def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
         raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
-@dataclass(frozen=True)
-class ModelConfig:
+@readable_signature
+class _ModelConfigFields(NamedTuple):
+    """The fields of `ModelConfig` and their defaults (documented there; `ModelConfig`
+    adds the checks, the derived defaults and the methods)."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int | None = None
+    head_dim: int | None = None
+    tie_word_embeddings: bool = False
+    qkv_bias: bool = False
+    o_proj_bias: bool = False
+    mlp_bias: bool = False
+    norm_type: str = "rmsnorm"
+    mlp_type: str = "gated"
+    hidden_act: str = "silu"
+    position_embedding_type: str = "rope"
+    qk_norm: bool = False
+    max_position_embeddings: int = 2048
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-6
+    sliding_window: int | None = None
+    rope_scaling: RopeScaling | None = None
+    num_local_experts: int | None = None
+    num_experts_per_tok: int | None = None
+    n_shared_experts: int = 0
+    norm_topk_prob: bool = True
+    model_type: str = "llama"
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    qk_nope_head_dim: int | None = None
+    qk_rope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    moe_intermediate_size: int | None = None
+    dense_layers: tuple[int, ...] = ()
+    router_score_bias: bool = False
+    num_nextn_predict_layers: int = 0
+    norm_layout: str = "pre"
+    qk_norm_per_head: bool = True
+    fused_qkv: bool = False
+    fused_gate_up: bool = False
+    layer_types: tuple[str, ...] | None = None
+    embedding_scale: bool = False
+    attn_logit_softcapping: float | None = None
+    final_logit_softcapping: float | None = None
+    query_pre_attn_scalar: float | None = None
+    rope_local_theta: float | None = None
+
+
+class ModelConfig(_ModelConfigFields):
     """The architecture of a decoder-only language model, in Hugging Face field names.
 
     Sizes are counts (positive ``int``): ``hidden_size`` = H, ``num_hidden_layers`` = L,
@@ -188,53 +244,23 @@ class ModelConfig:
         num_key_value_heads (5)``.
     """
 
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int | None = None
-    head_dim: int | None = None
-    tie_word_embeddings: bool = False
-    qkv_bias: bool = False
-    o_proj_bias: bool = False
-    mlp_bias: bool = False
-    norm_type: str = "rmsnorm"
-    mlp_type: str = "gated"
-    hidden_act: str = "silu"
-    position_embedding_type: str = "rope"
-    qk_norm: bool = False
-    max_position_embeddings: int = 2048
-    rope_theta: float = 10000.0
-    norm_eps: float = 1e-6
-    sliding_window: int | None = None
-    rope_scaling: RopeScaling | None = None
-    num_local_experts: int | None = None
-    num_experts_per_tok: int | None = None
-    n_shared_experts: int = 0
-    norm_topk_prob: bool = True
-    model_type: str = "llama"
-    q_lora_rank: int | None = None
-    kv_lora_rank: int | None = None
-    qk_nope_head_dim: int | None = None
-    qk_rope_head_dim: int | None = None
-    v_head_dim: int | None = None
-    moe_intermediate_size: int | None = None
-    dense_layers: tuple[int, ...] = ()
-    router_score_bias: bool = False
-    num_nextn_predict_layers: int = 0
-    norm_layout: str = "pre"
-    qk_norm_per_head: bool = True
-    fused_qkv: bool = False
-    fused_gate_up: bool = False
-    layer_types: tuple[str, ...] | None = None
-    embedding_scale: bool = False
-    attn_logit_softcapping: float | None = None
-    final_logit_softcapping: float | None = None
-    query_pre_attn_scalar: float | None = None
-    rope_local_theta: float | None = None
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
+    def __new__(cls, *args: Any, **kwargs: Any) -> ModelConfig:
+        """Take the fields as `_ModelConfigFields` does (positional or by name), then
+        check them and fill the derived defaults (`_validated`)."""
+        return super().__new__(cls, *args, **kwargs)._validated()
+
+    # help(), inspect.signature and hypothesis see the fields, not (*args, **kwargs)
+    __new__.__wrapped__ = _ModelConfigFields.__new__
+
+    def _validated(self) -> ModelConfig:
+        """This config with ``num_key_value_heads`` and ``head_dim`` filled in when not
+        given, once every field has passed its rule.
+
+        Raises:
+            ConfigError: the first field that breaks a rule, named with the rule.
+        """
         for name in (
             "vocab_size",
             "hidden_size",
@@ -246,7 +272,7 @@ class ModelConfig:
             check_positive_int(name, getattr(self, name))
         _check_layer_count("num_hidden_layers", self.num_hidden_layers)
         if self.num_key_value_heads is None:
-            object.__setattr__(self, "num_key_value_heads", self.num_attention_heads)
+            self = self._replace(num_key_value_heads=self.num_attention_heads)
         check_positive_int("num_key_value_heads", self.num_key_value_heads)
         if self.num_key_value_heads > self.num_attention_heads:
             raise ConfigError(
@@ -263,9 +289,7 @@ class ModelConfig:
             and isinstance(self.qk_nope_head_dim, int)
             and isinstance(self.qk_rope_head_dim, int)
         ):  # MLA: a head's query/key width
-            object.__setattr__(
-                self, "head_dim", self.qk_nope_head_dim + self.qk_rope_head_dim
-            )
+            self = self._replace(head_dim=self.qk_nope_head_dim + self.qk_rope_head_dim)
         if self.head_dim is None:
             if self.hidden_size % self.num_attention_heads:
                 raise ConfigError(
@@ -273,9 +297,7 @@ class ModelConfig:
                     f"num_attention_heads ({self.num_attention_heads}) when head_dim "
                     "is not given"
                 )
-            object.__setattr__(
-                self, "head_dim", self.hidden_size // self.num_attention_heads
-            )
+            self = self._replace(head_dim=self.hidden_size // self.num_attention_heads)
         check_positive_int("head_dim", self.head_dim)
         for name in (
             "tie_word_embeddings",
@@ -302,6 +324,7 @@ class ModelConfig:
                 or not 0 < value < math.inf  # NaN fails both
             ):
                 raise ConfigError(f"{name} must be a positive number, got {value!r}")
+        return self
 
     def _check_experts(self) -> None:
         if (
@@ -474,7 +497,7 @@ class ModelConfig:
             "hidden_size" in changes or "num_attention_heads" in changes
         ) and "head_dim" not in changes:
             changes["head_dim"] = None
-        return dataclasses.replace(self, **changes)
+        return type(self)(**{**self._asdict(), **changes})
 
     @classmethod
     def from_hf_config(

@@ -12,11 +12,10 @@ Explained in the chapter *Counting parameters* (``chapters/01_parameters.ipynb``
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from llmmath.config import ModelConfig
+from llmmath.config import ModelConfig, readable_signature
 
 GROUPS = ("embedding", "attention", "ffn", "norm", "lm_head")
 
@@ -35,8 +34,8 @@ MTP_CONVENTION = (
 )
 
 
-@dataclass(frozen=True)
-class TensorCount:
+@readable_signature
+class TensorCount(NamedTuple):
     """One learnable tensor: ``name`` as in the reference model's ``named_parameters()``
     with ``layers.{i}.`` dropped, its ``group`` (one of `GROUPS`), ``shape`` in torch
     order, ``dims`` (the shape in notation letters), whether it repeats ``per_layer``,
@@ -72,8 +71,8 @@ class TensorCount:
         return "·".join(factors).replace("*", "·")
 
 
-@dataclass(frozen=True)
-class ParamCount:
+@readable_signature
+class ParamCount(NamedTuple):
     """The exact parameter count of a model, tensor by tensor (see `count_params`)."""
 
     tensors: tuple[TensorCount, ...]
@@ -512,5 +511,5 @@ def count_params(cfg: ModelConfig) -> ParamCount:
         cfg.num_experts_per_tok,
     )
     if cfg.num_nextn_predict_layers:
-        counts = dataclasses.replace(counts, mtp=mtp_params(cfg, counts))
+        counts = counts._replace(mtp=mtp_params(cfg, counts))
     return counts

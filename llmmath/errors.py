@@ -6,11 +6,7 @@ uses (`llmmath.ffn`) can both import it without importing each other.
 
 from __future__ import annotations
 
-#: `typing.TYPE_CHECKING` without importing typing at run time (annotations are strings
-#: here, `from __future__ import annotations`), for a lighter ``import llmmath``.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 
 class ConfigError(ValueError):

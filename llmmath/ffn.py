@@ -12,9 +12,9 @@ Explained in the chapter *The feed-forward network* (``chapters/04_ffn.ipynb``).
 
 from __future__ import annotations
 
-from llmmath.errors import check_positive_int
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+from llmmath.errors import check_positive_int
 
 if TYPE_CHECKING:  # config imports this module for MiniMind's sizing rule
     from fractions import Fraction  # loaded by the functions that use it

@@ -139,7 +139,7 @@ def _gpt2(hidden_size: int, **fields) -> ModelConfig:
 
 
 def _cfg(numbers: dict[str, object], **extra) -> ModelConfig:
-    fields = {k: v for k, v in numbers.items() if k in ModelConfig.__dataclass_fields__}
+    fields = {k: v for k, v in numbers.items() if k in ModelConfig._fields}
     return ModelConfig(**fields, **extra)
 
 

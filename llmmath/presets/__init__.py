@@ -15,20 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from functools import cache
+from typing import Any, NamedTuple
 
-from llmmath.config import ConfigError, ModelConfig
-
-#: `typing.TYPE_CHECKING` without importing typing at run time (annotations are strings
-#: here, `from __future__ import annotations`), for a lighter ``import llmmath``.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
+from llmmath.config import ConfigError, ModelConfig, readable_signature
 
 
-@dataclass(frozen=True)
-class Preset:
+@readable_signature
+class Preset(NamedTuple):
     """One shipped preset: name, display title, sources and raw HF ``config.json``."""
 
     name: str
