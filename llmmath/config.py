@@ -254,6 +254,22 @@ class ModelConfig(_ModelConfigFields):
     # help(), inspect.signature and hypothesis see the fields, not (*args, **kwargs)
     __new__.__wrapped__ = _ModelConfigFields.__new__
 
+    @classmethod
+    def _make(cls, iterable: Any) -> ModelConfig:
+        """The namedtuple's ``_make``, checked as a new config is: so is ``_replace``,
+        which builds its copy with it."""
+        config = tuple.__new__(cls, iterable)
+        if len(config) != len(cls._fields):
+            raise TypeError(f"expected {len(cls._fields)} fields, got {len(config)}")
+        return config._validated()
+
+    def _filled(self, **derived: Any) -> ModelConfig:
+        """This config with derived defaults set (no second check: `_validated` is
+        checking it)."""
+        return tuple.__new__(
+            type(self), (derived.get(n, v) for n, v in zip(self._fields, self))
+        )
+
     def _validated(self) -> ModelConfig:
         """This config with ``num_key_value_heads`` and ``head_dim`` filled in when not
         given, once every field has passed its rule.
@@ -272,7 +288,7 @@ class ModelConfig(_ModelConfigFields):
             check_positive_int(name, getattr(self, name))
         _check_layer_count("num_hidden_layers", self.num_hidden_layers)
         if self.num_key_value_heads is None:
-            self = self._replace(num_key_value_heads=self.num_attention_heads)
+            self = self._filled(num_key_value_heads=self.num_attention_heads)
         check_positive_int("num_key_value_heads", self.num_key_value_heads)
         if self.num_key_value_heads > self.num_attention_heads:
             raise ConfigError(
@@ -289,7 +305,7 @@ class ModelConfig(_ModelConfigFields):
             and isinstance(self.qk_nope_head_dim, int)
             and isinstance(self.qk_rope_head_dim, int)
         ):  # MLA: a head's query/key width
-            self = self._replace(head_dim=self.qk_nope_head_dim + self.qk_rope_head_dim)
+            self = self._filled(head_dim=self.qk_nope_head_dim + self.qk_rope_head_dim)
         if self.head_dim is None:
             if self.hidden_size % self.num_attention_heads:
                 raise ConfigError(
@@ -297,7 +313,7 @@ class ModelConfig(_ModelConfigFields):
                     f"num_attention_heads ({self.num_attention_heads}) when head_dim "
                     "is not given"
                 )
-            self = self._replace(head_dim=self.hidden_size // self.num_attention_heads)
+            self = self._filled(head_dim=self.hidden_size // self.num_attention_heads)
         check_positive_int("head_dim", self.head_dim)
         for name in (
             "tie_word_embeddings",
@@ -497,7 +513,7 @@ class ModelConfig(_ModelConfigFields):
             "hidden_size" in changes or "num_attention_heads" in changes
         ) and "head_dim" not in changes:
             changes["head_dim"] = None
-        return type(self)(**{**self._asdict(), **changes})
+        return self._replace(**changes)
 
     @classmethod
     def from_hf_config(

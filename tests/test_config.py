@@ -1,9 +1,15 @@
 """ModelConfig validation and from_hf_config, model type by model type."""
 
+import inspect
+import pickle
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llmmath import ConfigError, ModelConfig, count_params
 from tests.conftest import hf_config
+from tests.strategies import any_config
 
 BASE = dict(
     vocab_size=100,
@@ -73,6 +79,69 @@ def test_frozen_and_replace_revalidates():
     assert cfg.replace(num_attention_heads=4, num_key_value_heads=2).head_dim == 16
     with pytest.raises(ConfigError, match="num_key_value_heads"):
         cfg.replace(num_key_value_heads=5)
+
+
+#: One field changed to a value that may break a rule or need a derived default again.
+CHANGES = st.sampled_from(
+    [
+        ("hidden_size", 0),
+        ("hidden_size", 60),
+        ("num_key_value_heads", 3),
+        ("num_key_value_heads", 16),
+        ("num_key_value_heads", 2),
+        ("num_key_value_heads", None),
+        ("head_dim", None),
+        ("head_dim", 0),
+        ("num_attention_heads", 4),
+        ("norm_type", "batchnorm"),
+        ("rope_theta", float("nan")),
+        ("sliding_window", 0),
+    ]
+)
+
+
+def _outcome(make):
+    """The config ``make()`` builds, or the message of the ConfigError it raises."""
+    try:
+        return make()
+    except ConfigError as err:
+        return str(err)
+
+
+@given(raw=any_config(), change=CHANGES)
+@settings(max_examples=60, deadline=None)
+def test_every_way_to_a_config_is_checked(raw, change):
+    """A config is a tuple (`typing.NamedTuple`, for start-up): its constructor by
+    name or by position, namedtuple's ``_make`` and ``_replace``, pickling and
+    `ModelConfig.replace` all run the same checks, so none of them can make a config
+    that breaks a rule. A field set to None is derived again, as a new config's is."""
+    cfg = ModelConfig.from_hf_config(raw)
+    name, value = change
+    fields = {**cfg._asdict(), name: value}
+    values = [fields[n] for n in ModelConfig._fields]
+    by_name = _outcome(lambda: ModelConfig(**fields))
+    assert _outcome(lambda: ModelConfig(*values)) == by_name
+    assert _outcome(lambda: ModelConfig._make(values)) == by_name
+    assert _outcome(lambda: cfg._replace(**{name: value})) == by_name
+    if isinstance(by_name, ModelConfig):
+        assert pickle.loads(pickle.dumps(by_name)) == by_name
+        assert type(by_name._replace()) is ModelConfig
+        if name == "num_key_value_heads" and value is None:
+            assert by_name.num_key_value_heads == by_name.num_attention_heads
+
+
+def test_config_record_shape():
+    """Frozen, the same fields in help() as in the class, and ``_make`` refuses a
+    wrong number of fields as namedtuple's does."""
+    cfg = ModelConfig(**BASE)
+    with pytest.raises(AttributeError):
+        cfg.vocab_size = 1
+    signature = inspect.signature(ModelConfig)
+    assert tuple(signature.parameters) == ModelConfig._fields
+    assert "ForwardRef" not in str(signature)
+    assert str(signature.parameters["head_dim"]) == "head_dim: 'int | None' = None"
+    with pytest.raises(TypeError, match="expected"):
+        ModelConfig._make(list(cfg)[:-1])
 
 
 def test_missing_num_key_value_heads_is_mha(write_config):
