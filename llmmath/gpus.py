@@ -115,8 +115,10 @@ def _int8(ops: float, source: str) -> dict:
 _A100_DS = "NVIDIA A100 Tensor Core GPU datasheet"
 _H100_DS = "NVIDIA H100 Tensor Core GPU datasheet"
 _AMD_IF = (
-    "{} data sheet: 7 Infinity Fabric links of 128 GB/s peak each (both directions), "
-    "896 GB/s per GPU to the other seven of an 8-GPU platform"
+    "AMD Instinct {} platform: 7 scale-up Infinity Fabric links of 128 GB/s peak "
+    "each, one to each other GPU of the eight (the GPU has 8 links), 896 GB/s per "
+    "GPU; read as both directions added: a link's 16 lanes at 32 Gb/s carry 64 GB/s "
+    "each way (AMD does not say)"
 )
 
 #: Dense int8 and the node's link, by GPU (added to the rows of `_rows`).
@@ -150,12 +152,15 @@ _INT8_AND_LINK: dict[str, dict] = {
     "H800-SXM5-80GB": {
         **_int8(
             1979e12,
-            "the H100 SXM's INT8 1,979 TOPS dense (NVIDIA publishes no H800 datasheet)",
+            "the H100 SXM's: NVIDIA H100 datasheet INT8 3,958 TOPS with sparsity, "
+            "1,979 dense (no H800 datasheet at hand)",
         ),
         "link": "NVLink 4, cut",
         "link_bandwidth": 400e9,
-        "link_source": "DeepSeek-V3 report, Sec. 3.1: NVLink 400 GB/s per GPU (both "
-        "directions, as NVIDIA states the H100's 900; 200 each way)",
+        "link_source": "Insights into DeepSeek-V3 (arXiv 2505.09343), Sec. 4.1: "
+        "NVLink bandwidth in H800 SXM nodes reduced from 900 GB/s to 400 GB/s (both "
+        "directions, as NVIDIA states the H100's 900; 200 each way); the DeepSeek-V3 "
+        "report (Sec. 3.2.2) reaches about 160 GB/s in practice",
     },
     "H200-SXM-141GB": {
         **_int8(
@@ -231,8 +236,10 @@ _INT8_AND_LINK: dict[str, dict] = {
     },
     "MI250X-128GB": _int8(
         383e12,
-        "AMD Instinct MI250X data sheet: INT8 383 TOPS, the bf16 rate (its Infinity "
-        "Fabric links join dies, GPUs and CPU in several ways: no one figure)",
+        "AMD Instinct MI250X data sheet: INT8 383 TOPS, the bf16 rate (no link "
+        "figure: AMD's up to 800 GB/s is the aggregate of up to eight Infinity Fabric "
+        "links per card, shared by its two dies, other GPUs and the CPU, so what "
+        "reaches the other GPUs depends on the platform)",
     ),
     "MI300X-192GB": {
         **_int8(
@@ -242,7 +249,7 @@ _INT8_AND_LINK: dict[str, dict] = {
         ),
         "link": "Infinity Fabric (7 links)",
         "link_bandwidth": 896e9,
-        "link_source": _AMD_IF.format("AMD Instinct MI300X"),
+        "link_source": _AMD_IF.format("MI300X"),
     },
     "MI325X-256GB": {
         **_int8(
@@ -252,7 +259,7 @@ _INT8_AND_LINK: dict[str, dict] = {
         ),
         "link": "Infinity Fabric (7 links)",
         "link_bandwidth": 896e9,
-        "link_source": _AMD_IF.format("AMD Instinct MI325X"),
+        "link_source": _AMD_IF.format("MI325X"),
     },
 }
 
@@ -309,8 +316,8 @@ def _rows() -> dict[str, GPU]:
             989.4e12,
             3.35e12,
             80 * GB,
-            "H100 SXM compute and memory with NVLink cut to 400 GB/s (DeepSeek-V3 "
-            "report, Sec. 3.1; NVIDIA publishes no H800 datasheet)",
+            "H100 SXM compute and memory with NVLink cut to 400 GB/s (Insights into "
+            "DeepSeek-V3, arXiv 2505.09343, Sec. 4.1; no H800 datasheet at hand)",
             1978.9e12,
         ),
         GPU(
@@ -327,9 +334,10 @@ def _rows() -> dict[str, GPU]:
             2.25e15,
             8e12,
             180 * GB,
-            "NVIDIA HGX B200 specifications: eight GPUs, 1,440 GB HBM3e, 64 TB/s, "
-            "FP16/BF16 36 and FP8 72 PFLOPS with sparsity; per GPU 180 GB, 8 TB/s, "
-            "BF16 4.5 and FP8 9 PFLOPS with sparsity; " + _SPARSE,
+            "NVIDIA Blackwell datasheet, HGX B200: per GPU 180 GB HBM3E, FP16/BF16 "
+            "4.5 and FP8 9 PFLOPS with sparsity (all tensor figures but FP64); "
+            "bandwidth 8 TB/s from the DGX B200 page's 64 TB/s for eight GPUs (the "
+            "datasheet's HGX column prints 7.7 TB/s per GPU); " + _SPARSE,
             4.5e15,
         ),
         GPU(
@@ -381,7 +389,8 @@ def _rows() -> dict[str, GPU]:
             320e9,
             16 * GB,
             "NVIDIA T4 Tensor Core GPU datasheet: mixed FP16/FP32 65 TFLOPS (no bf16), "
-            "16 GB GDDR6, 320 GB/s",
+            "16 GB GDDR6; bandwidth from the T4 product brief: up to 320 GB/s peak "
+            "(the datasheet rounds it to 300 GB/s)",
         ),
         GPU(
             "MI250X-128GB",
