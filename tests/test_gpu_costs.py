@@ -4,9 +4,11 @@ are written here from the datasheets and by hand, not from the code under test."
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
+from llmmath import presets
 from llmmath.cli import main
 from llmmath.config import ConfigError
 from llmmath.cost import (
@@ -18,7 +20,8 @@ from llmmath.cost import (
     training_gpu_hours,
 )
 from llmmath.gpus import GPUS
-from llmmath.parallel import CLUSTERS
+from llmmath.parallel import CLUSTERS, plan
+from tests.notebook_outputs import glued
 
 #: The parts issue 25 names: each must have both an int8 rate and a link.
 NAMED = (
@@ -187,3 +190,71 @@ def test_no_cost_without_a_price_or_tokens(capsys):
 def test_bad_options_get_one_line(capsys, argv):
     status, out, err = run(capsys, *argv)
     assert status == 2 and out == "" and err.count("\n") == 1
+
+
+# --- chapter 9c, "What a step and a run cost" ---------------------------------------
+
+CHAPTER_9C = Path(__file__).resolve().parents[1] / "chapters" / "09c_many_gpus.ipynb"
+#: The chapter's best layout of Llama-3-70B on 1024 H100s: d = 128, t = 8, p = 1, eight
+#: micro-batches of one 8192-token sequence per replica (1024 sequences a step), ZeRO-1.
+LAYOUT = dict(tp=8, pp=1, zero=1, micro_batches=8, seq_len=8192, sequence_parallel=True)
+
+
+def _prose(path: Path) -> str:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    text = " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    return " ".join(text.split())
+
+
+def test_chapter_9c_prices_its_run_by_hand():
+    """15T tokens at 1024 · 8192 tokens a step is ⌈1,788,139.77⌉ = 1,788,140 steps; a
+    step of T seconds on 1024 GPUs is 1024·T/3600 GPU-hours, at the assumed 2.5 USD
+    each; the 6N rule, 6 · 70,553,706,496 · 15·10¹² FLOPs at the same MFU, about 6 %
+    fewer hours (it leaves out the attention over 8192 tokens)."""
+    g = glued(CHAPTER_9C)
+    assert (g["cost_price"], g["cost_tokens"], g["cost_gpus"]) == (
+        "2.5",
+        "15T",
+        "1,024",
+    )
+    assert g["best70"] == "d = 128, t = 8, p = 1"
+    assert g["cost_gpu"] == "H100-SXM5-80GB"
+    steps = 1_788_140
+    assert (steps - 1) * 1024 * 8192 < 15 * 10**12 <= steps * 1024 * 8192
+    assert g["cost_steps"] == f"{steps:,}"
+    r = plan(presets.load("llama-3-70b"), 1024, **LAYOUT)
+    assert r.dp == 128 and r.tokens_per_step == 1024 * 8192
+    T = r.step_seconds
+    assert g["cost_step_s"] == f"{T:.2f} s"
+    assert g["cost_step_gpuh"] == f"{1024 * T / 3600:.2f}"
+    assert g["cost_step_usd"] == f"{1024 * T / 3600 * 2.5:.2f}"
+    assert g["cost_days"] == f"{steps * T / 86400:.0f}"
+    hours = 1024 * steps * T / 3600
+    assert g["cost_run_gpuh"] == f"{hours / 1e6:.2f}"
+    assert g["cost_run_usd"] == f"{hours * 2.5 / 1e6:.2f}"
+    six_n = 6 * 70_553_706_496 * 15 * 10**12 / (989.4e12 * r.mfu) / 3600
+    assert g["cost_6n_gpuh"] == f"{six_n / 1e6:.2f}"
+    assert g["cost_6n_short"] == f"{1 - six_n / hours:.0%}" == "6%"
+    text = _prose(CHAPTER_9C)
+    assert "a round number chosen for the example and not a quote" in text
+    assert "(gpus-cost)=" in text and "{ref}`gpus-cost`" in text
+
+
+def test_chapter_9c_command_prices_the_same_run(capsys):
+    """The chapter's command: its "cost" is the by-hand arithmetic of the step."""
+    argv = ["parallel", "llama-3-70b", "--gpus", "1024", "--tp", "8", "--pp", "1"]
+    argv += ["--zero", "1", "--micro-batches", "8", "--seq-len", "8192"]
+    argv += ["--sequence-parallel", "--price-per-gpu-hour", "2.5"]
+    argv += ["--tokens", str(15 * 10**12), "--json"]
+    assert main(argv) == 0
+    r = json.loads(capsys.readouterr().out)
+    c, T = r["cost"], r["step_seconds_total"]
+    assert (r["dp"], c["steps"], c["tokens_per_step"]) == (128, 1_788_140, 8_388_608)
+    assert c["run_gpu_hours"] == pytest.approx(1024 * 1_788_140 * T / 3600, rel=1e-12)
+    assert c["run_cost"] == pytest.approx(2.5 * c["run_gpu_hours"], rel=1e-12)
+    assert c["step_cost"] == pytest.approx(1024 * T * 2.5 / 3600, rel=1e-12)
+    notebook = json.loads(CHAPTER_9C.read_text(encoding="utf-8"))
+    (cell,) = [c for c in notebook["cells"] if c.get("id") == "gpus-cost-cli"]
+    shown = "".join(cell["outputs"][0]["text"]).replace(" \\\n    ", " ")
+    assert shown.startswith("python -m llmmath " + " ".join(argv) + "\n")
+    assert "the command's cost equals step_and_run's: True" in shown

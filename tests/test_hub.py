@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from llmmath import hub, presets
 from llmmath.cli import main
 from llmmath.counting import count_params
+from tests.notebook_outputs import glued
 
 MAIN = "a" * 40
 DEV = "b" * 40
@@ -407,3 +409,61 @@ def test_with_and_without_huggingface_hub_the_same_answer(home):
     half = len(outputs) // 2
     assert outputs[:half] == outputs[half:]
     assert [status for status, _, _ in outputs[:half]] == [0, 0, 0, 2, 2]
+
+
+# --- chapter 13, "A model by its hub id" ----------------------------------------------
+
+CHAPTER_13 = Path(__file__).resolve().parents[1] / "chapters" / "13_zoo.ipynb"
+
+
+def test_chapter_13_cache_layout_counts_as_the_preset(
+    tmp_path, monkeypatch, hf, capsys
+):
+    """Chapter 13 builds the cache with plain files (no blobs, no links): refs/main
+    holding a commit hash, snapshots/<commit>/config.json. Both readers follow it, and
+    the hub id's count is Meta's published 8,030,261,248 for Llama 3 8B."""
+    for var in ("HUGGINGFACE_HUB_CACHE", "HF_HOME", hub.DOWNLOAD_ENV):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    folder = tmp_path / "models--meta-llama--Meta-Llama-3-8B"
+    snapshot = folder / "snapshots" / MAIN
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(config_text("llama-3-8b"), encoding="utf-8")
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(MAIN, encoding="utf-8")
+    by_id = answer(capsys, "params", "meta-llama/Meta-Llama-3-8B")
+    assert by_id == answer(capsys, "params", "llama-3-8b")
+    assert by_id["total"] == 8_030_261_248
+    err = refused(capsys, "params", "meta-llama/Llama-3.1-8B")
+    assert f"is not in the local hub cache ({tmp_path})" in err
+    assert "LLMMATH_ALLOW_DOWNLOAD=1" in err
+
+
+def test_chapter_13_shows_the_count_and_the_one_line():
+    g = glued(CHAPTER_13)
+    assert g["zoo_hub_total"] == "8,030,261,248"
+    cells = json.loads(CHAPTER_13.read_text(encoding="utf-8"))["cells"]
+    shown = {
+        c["id"]: "".join("".join(o["text"]) for o in c["outputs"] if "text" in o)
+        for c in cells
+        if c["cell_type"] == "code" and c["id"].startswith("zoo-hub-")
+    }
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    assert shown["zoo-hub-cache"].splitlines() == [
+        "models--meta-llama--Meta-Llama-3-8B/refs/main",
+        f"models--meta-llama--Meta-Llama-3-8B/snapshots/{commit}/config.json",
+    ]
+    assert "the same params report as the preset's: True" in shown["zoo-hub-count"]
+    (line,) = shown["zoo-hub-missing"].splitlines()
+    assert line == (
+        "model 'meta-llama/Llama-3.1-8B' is not in the local hub cache (<cache>); set "
+        "LLMMATH_ALLOW_DOWNLOAD=1 to fetch its config.json, or run "
+        "`hf download meta-llama/Llama-3.1-8B config.json`"
+    )
+    markdown = " ".join(
+        "".join(c["source"]) for c in cells if c["cell_type"] == "markdown"
+    )
+    assert "(zoo-hub-id)=" in markdown
+    calculator = CHAPTER_13.parents[1] / "book" / "calculator.ipynb"
+    assert "{ref}`zoo-hub-id`" in calculator.read_text(encoding="utf-8")
