@@ -7,7 +7,7 @@ given in: the catalogue holds no prices). A run of ``tokens`` tokens takes
 ⌈tokens / tokens per step⌉ steps: a last, partial batch is run as a whole step.
 
 The same arithmetic from the other end: a model trained with C FLOPs on GPUs of peak
-P FLOP/s at model FLOPs utilisation MFU (Chowdhery et al. 2022, App. B) takes
+P FLOP/s at model FLOPs utilization MFU (Chowdhery et al. 2022, App. B) takes
 C / (P · MFU) GPU-seconds. Llama 3 405B: 3.8·10²⁵ FLOPs (Llama 3 paper, Sec. 3.1) at
 38–43 % MFU on H100s (Table 4) is 24–28 million H100-hours; Meta's model card
 reports 30.84 million for the 405B model.
@@ -71,7 +71,7 @@ def steps_for(tokens: int, tokens_per_step: int) -> int:
 
 def training_gpu_hours(flops: float, peak_flops: float, mfu: float) -> float:
     """GPU-hours to do ``flops`` model FLOPs on GPUs of ``peak_flops`` FLOP/s each at
-    model FLOPs utilisation ``mfu``: flops / (peak · MFU) / 3600.
+    model FLOPs utilization ``mfu``: flops / (peak · MFU) / 3600.
 
     Raises:
         ConfigError: ``mfu`` not in (0, 1], or a non-positive FLOPs or peak."""

@@ -414,7 +414,7 @@ def training_days(
     total_flops: float, gpus: int, peak_flops: float, mfu: float
 ) -> float:
     """Wall-clock days for ``total_flops`` on ``gpus`` GPUs of ``peak_flops`` FLOP/s
-    each at model FLOPs utilisation ``mfu`` (0 < mfu ≤ 1)."""
+    each at model FLOPs utilization ``mfu`` (0 < mfu ≤ 1)."""
     check_positive_int("gpus", gpus)
     if not 0 < mfu <= 1:
         raise ConfigError(f"mfu must be in (0, 1], got {mfu!r}")

@@ -768,7 +768,7 @@ class Plan:
 
     @property
     def mfu(self) -> float:
-        """Model FLOPs utilisation of the estimated step (Chowdhery et al. 2022,
+        """Model FLOPs utilization of the estimated step (Chowdhery et al. 2022,
         App. B)."""
         return self.flops_per_step / (
             self.gpus * self.cluster.gpu.peak_flops * self.step_seconds

@@ -5,7 +5,7 @@ A step of batch b reads every weight once and each sequence's KV cache once, and
 about 2 FLOPs per weight per sequence plus the attention over the cache. Time is at
 least max(FLOPs / peak FLOP/s, bytes / bandwidth) (Williams et al. 2009, the roofline
 model; Pope et al. 2022, Sec. 3). At small batch the bytes win (memory-bound); the batch
-where the two times meet is where decode turns compute-bound. Model FLOPs utilisation
+where the two times meet is where decode turns compute-bound. Model FLOPs utilization
 (MFU, Chowdhery et al. 2022, Appendix B) is achieved model FLOP/s over peak.
 
 Explained in the chapter *Memory and speed* (``chapters/09_memory.ipynb``)."""
@@ -161,7 +161,7 @@ def compute_bound_batch(
 def mfu(
     tokens_per_second: float, flops_per_token: float, gpus: int, peak_flops: float
 ) -> float:
-    """Model FLOPs utilisation: achieved model FLOP/s over the peak of ``gpus``
+    """Model FLOPs utilization: achieved model FLOP/s over the peak of ``gpus``
     accelerators.
 
     Raises:

@@ -578,7 +578,9 @@ def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m llmmath.translation")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("check").add_argument("catalogues", nargs="+")
+    sub.add_parser("check").add_argument(
+        "catalogues", nargs="+", help=".po files, or folders of them"
+    )
     sub.add_parser("export").add_argument("catalogue")
     imported = sub.add_parser("import")
     imported.add_argument("catalogue")
@@ -601,8 +603,16 @@ def main(argv=None) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text, "utf-8")
         return 0
-    if args.command == "check":
-        problems = [p for path in args.catalogues for p in check_catalogue(path)]
+    if args.command == "check":  # a folder stands for every catalogue under it
+        paths = [
+            found
+            for given in map(Path, args.catalogues)
+            for found in (sorted(given.rglob("*.po")) if given.is_dir() else [given])
+        ]
+        missing = [str(path) for path in paths if not path.is_file()]
+        if missing or not paths:
+            parser.error(f"no catalogue at {', '.join(missing) or args.catalogues[0]}")
+        problems = [p for path in paths for p in check_catalogue(path)]
         print("\n".join(problems) if problems else "complete")
         return 1 if problems else 0
     if args.command == "export":

@@ -262,6 +262,26 @@ def test_note001_pie_ffn_is_64_not_65_percent():
     assert round(100 * ffn / LLAMA2_PUBLISHED) == 64 == note_share - 1
 
 
+def test_note001_pie_mistakes_cancel():
+    """The note's slices sum to 100 only because its slips cancel: the embedding and
+    LM head slice is 2 points short, and the FFN and the norm slices each have 1 more
+    than their whole percent (appendix 001-4)."""
+    note = {"attention": 32, "ffn": 65, "embedding + head": 2, "norm": 1}
+    V, H, L, I_ = 32000, 4096, 32, 11008
+    exact = {
+        "attention": L * 4 * H * H,
+        "ffn": L * 3 * H * I_,
+        "embedding + head": 2 * V * H,
+        "norm": (2 * L + 1) * H,
+    }
+    assert sum(exact.values()) == LLAMA2_PUBLISHED
+    whole = {k: round(100 * n / LLAMA2_PUBLISHED) for k, n in exact.items()}
+    assert whole == {"attention": 32, "ffn": 64, "embedding + head": 4, "norm": 0}
+    assert sum(note.values()) == sum(whole.values()) == 100
+    assert note["embedding + head"] - whole["embedding + head"] == -2
+    assert note["ffn"] - whole["ffn"] == note["norm"] - whole["norm"] == 1
+
+
 def test_note001_swiglu_code_has_biases():
     class SwiGLUFeedForward(nn.Module):  # note 001, section 6.2, as written
         def __init__(self, hidden_dim, intermediate_dim):
