@@ -279,3 +279,24 @@ def test_language_links_climb_out_and_in():
 def test_an_unknown_language_is_refused():
     with pytest.raises(ValueError, match="'fr'.*editions in"):
         translation.language_of_name("fr")
+
+
+def test_check_command_takes_a_folder_and_refuses_a_missing_path(tmp_path, capsys):
+    """``python -m llmmath.translation check locales/zh_CN`` checks every catalogue
+    under the folder; a path that is not there is one line and status 2, not a
+    traceback."""
+    assert translation.main(["check", str(ROOT / "locales" / "zh_CN")]) == 0
+    assert capsys.readouterr().out.strip() == "complete"
+    broken = tmp_path / "zh_CN" / "LC_MESSAGES"
+    broken.mkdir(parents=True)
+    (broken / "page.po").write_text(
+        'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+        'msgid "Counting parameters"\nmsgstr ""\n',
+        encoding="utf-8",
+    )
+    assert translation.main(["check", str(tmp_path)]) == 1
+    assert "untranslated" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:
+        translation.main(["check", str(tmp_path / "nothere.po")])
+    assert stop.value.code == 2
+    assert "no catalogue at" in capsys.readouterr().err
