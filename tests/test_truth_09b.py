@@ -96,3 +96,21 @@ def test_item3_errata_entry():
     assert (g["b_q4km_GiB"], g["b_q4km_bpw"]) == ("4.58 GiB", "4.89")
     assert g["b_q4km_more_layers"] == "16"
     assert g["b_q4km_short"] == "0.22 GB"  # the issue: 4.91 GB against the book's 4.69
+
+
+def test_awq_llama3_70b_and_its_cache_fit_80GB():
+    """The exercise's answer: Llama-3-70B in AWQ's int4 (groups of 128, an fp16 scale
+    and a 4-bit zero point each) and a bf16 cache of 8 sequences of 8192 tokens fit in
+    80·10⁹ bytes, by hand from config.json (the prose states it, the cell asserts it).
+    """
+    H, L, n_kv, d_h, I_, V = 8192, 80, 8, 128, 28672, 128256
+    linear = L * (2 * H * H + 2 * H * n_kv * d_h + 3 * H * I_)
+    per_weight_bits = 4 + (16 + 4) / 128
+    unquantized = 2 * V * H + (2 * L + 1) * H  # embedding, LM head, norms in 16 bits
+    file_bytes = linear * per_weight_bits / 8 + 2 * unquantized
+    cache_bytes = 2 * L * n_kv * d_h * 2 * 8 * 8192
+    assert file_bytes + cache_bytes <= 80e9
+    shown = glued(CHAPTER)
+    assert shown["awq_GB"] == f"{file_bytes / 1e9:.2f} GB"
+    assert shown["awq_cache_GB"] == f"{cache_bytes / 1e9:.2f} GB"
+    assert "awq_fits" not in shown  # a claim in the prose, not a word glued in
