@@ -107,6 +107,20 @@ def test_llama3_8b_uses_the_multiplier():
     assert presets.load("llama-3-8b").intermediate_size == with_mult == 14336 != without
 
 
+def test_llama2_7b_bare_two_thirds_is_under_one_percent_wide():
+    """Ch. 4: Llama-2-7B takes int(2/3 of 4H) = 10922, rounds it up to 256: 11008,
+    0.8 % above 8H/3 (the glued figures, recomputed)."""
+    from tests.notebook_outputs import glued
+
+    dim = 4096
+    bare = int(2 * 4 * dim / 3)
+    size = -(-bare // 256) * 256
+    assert presets.load("llama-2-7b").intermediate_size == size
+    shown = glued(ROOT / "chapters" / "04_ffn.ipynb")
+    assert shown["meta_bare_7b"] == f"{bare} → {size}"
+    assert shown["meta_bare_over"] == f"{size / (8 * dim / 3) - 1:.1%}"
+
+
 def test_mistral_config_declares_more_than_it_trained():
     """Ch. 2: max_position_embeddings is what the config declares (32768 for
     Mistral-7B-v0.1), not the 8192 its paper trained at."""
