@@ -121,6 +121,72 @@ def test_llama2_7b_bare_two_thirds_is_under_one_percent_wide():
     assert shown["meta_bare_over"] == f"{size / (8 * dim / 3) - 1:.1%}"
 
 
+def test_ffn_sizes_and_ratios_glued_in_chapter_4():
+    """Ch. 4: MiniMind's rule at H = 512 and 768 (1408; 2048 = 32 blocks of 64, not
+    note 003's 2112), the ratios M = I/H (43/16 = 2.6875 for Llama-2-7B and
+    DeepSeek-LLM-7B, 37/7 for Qwen2.5-7B, ...), their plain ratios 1.5·M and the
+    28,672 of Llama-2-70B (and Llama-3-70B): the glued figures, recomputed from the
+    configs' fields and by hand."""
+    from fractions import Fraction
+
+    from tests.notebook_outputs import glued
+
+    shown = glued(ROOT / "chapters" / "04_ffn.ipynb")
+
+    def minimind(h):  # int(8h/3) rounded up to a multiple of 64, by hand
+        return -(-(8 * h // 3) // 64) * 64
+
+    assert presets.load("minimind2-small").intermediate_size == minimind(512) == 1408
+    assert 8 * 768 % 3 == 0 and 8 * 768 // 3 % 64 == 0  # rounding changes nothing
+    assert shown["mm_512"] == str(minimind(512))
+    assert shown["mm_768_exact"] == shown["mm_768"] == str(minimind(768)) != "2112"
+    assert shown["mm_768_blocks"] == str(minimind(768) // 64)
+    assert 2112 - minimind(768) == 64
+
+    def ratio(name):
+        cfg = presets.load(name)
+        return Fraction(cfg.intermediate_size, cfg.hidden_size)
+
+    def decimal(q, places):
+        text = f"{float(q):.{places}f}"
+        return text.rstrip("0").rstrip(".") if Fraction(text) == q else text
+
+    exact = {  # glue name: (preset, the exact M)
+        "m_l2_7b": ("llama-2-7b", Fraction(43, 16)),
+        "m_l3_8b": ("llama-3-8b", Fraction(7, 2)),
+        "m_l31_405b": ("llama-3.1-405b", Fraction(13, 4)),
+        "m_l32_1b": ("llama-3.2-1b", 4),
+        "m_qwen25_3b": ("qwen2.5-3b", Fraction(43, 8)),
+        "m_qwen3_06b": ("qwen3-0.6b", 3),
+        "m_gpt2": ("gpt2", 4),
+    }
+    for key, (name, m) in exact.items():
+        assert ratio(name) == m
+        assert Fraction(shown[key]) == m and shown[key] == decimal(m, 4)
+    assert ratio("deepseek-llm-7b") == ratio("llama-2-7b")
+    assert shown["m_l2_7b_frac"] == "43/16" and shown["m_l32_3b"] == "8/3"
+    assert ratio("llama-3.2-3b") == Fraction(8, 3)
+    for key, name, m in (
+        ("m_qwen25_7b", "qwen2.5-7b", Fraction(37, 7)),
+        ("m_qwen25_05b", "qwen2.5-0.5b", Fraction(38, 7)),
+    ):
+        assert ratio(name) == m
+        assert shown[f"{key}_frac"] == f"{m.numerator}/{m.denominator}"
+        assert shown[key] == f"{round(m.numerator / m.denominator, 4):.4f}"
+    # a gated FFN's 3·H·I weights are a plain MLP's 2·H·I' at I' = 1.5·I
+    plain_l3 = Fraction(3 * 14336, 2 * 4096)
+    assert 3 * 4096 * 14336 == 2 * 4096 * (plain_l3 * 4096)
+    assert shown["plain_l3_8b"] == decimal(plain_l3, 4) == "5.25"
+    plain_l2 = Fraction(3, 2) * ratio("llama-2-7b")
+    assert plain_l2 == Fraction(129, 32) and shown["plain_l2_7b"] == "4.031"
+    assert 4 < plain_l2 < Fraction(404, 100)
+    l70 = presets.load("llama-2-70b")  # the exercise's model; Llama-3-70B's I too
+    assert l70.intermediate_size == presets.load("llama-3-70b").intermediate_size
+    two_thirds = int(2 * 4 * 8192 / 3)  # params.json: dim 8192, x1.3, multiple of 4096
+    assert l70.intermediate_size == -(-int(1.3 * two_thirds) // 4096) * 4096
+    assert shown["ex_70_I"] == f"{l70.intermediate_size:,}" == "28,672"
+
+
 def test_mistral_config_declares_more_than_it_trained():
     """Ch. 2: max_position_embeddings is what the config declares (32768 for
     Mistral-7B-v0.1), not the 8192 its paper trained at."""
