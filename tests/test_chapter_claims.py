@@ -191,3 +191,20 @@ def test_mistral_config_declares_more_than_it_trained():
     """Ch. 2: max_position_embeddings is what the config declares (32768 for
     Mistral-7B-v0.1), not the 8192 its paper trained at."""
     assert presets.load("mistral-7b-v0.1").max_position_embeddings == 32768 != 8192
+
+
+def test_embedding_shares_and_pairs_glued_in_chapter_2():
+    """Ch. 2: Llama-2-7B's embedding V·H is 1.9 % of an even 7·10^9 as well as (to one
+    decimal) of its exact N, as note 001 rounds it; note 001's sinusoidal table of
+    d = 4096 columns has d/2 = 2,048 (sine, cosine) pairs: the glued figures,
+    recomputed from the config's fields and by hand."""
+    from tests.notebook_outputs import glued
+
+    shown = glued(ROOT / "chapters" / "02_embeddings.ipynb")
+    cfg = presets.load("llama-2-7b")
+    emb = cfg.vocab_size * cfg.hidden_size
+    assert emb == 32000 * 4096 == 131_072_000
+    assert shown["l2_emb_share_7e9"] == f"{emb / 7e9:.1%}" == "1.9%"
+    assert f"{emb / count_params(cfg).total:.1%}" == shown["l2_emb_share_7e9"]
+    d = 4096  # note 001: sinusoidal_position_encoding(512, 4096)
+    assert shown["ex_pairs"] == f"{d // 2:,}" == "2,048"
