@@ -4,12 +4,14 @@ from the configs' fields rather than taken from the chapters."""
 import ast
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from llmmath import count_params, presets
 from llmmath.flops import matmul_weights
+from tests.notebook_outputs import glued
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,8 +112,6 @@ def test_llama3_8b_uses_the_multiplier():
 def test_llama2_7b_bare_two_thirds_is_under_one_percent_wide():
     """Ch. 4: Llama-2-7B takes int(2/3 of 4H) = 10922, rounds it up to 256: 11008,
     0.8 % above 8H/3 (the glued figures, recomputed)."""
-    from tests.notebook_outputs import glued
-
     dim = 4096
     bare = int(2 * 4 * dim / 3)
     size = -(-bare // 256) * 256
@@ -127,10 +127,6 @@ def test_ffn_sizes_and_ratios_glued_in_chapter_4():
     DeepSeek-LLM-7B, 37/7 for Qwen2.5-7B, ...), their plain ratios 1.5·M and the
     28,672 of Llama-2-70B (and Llama-3-70B): the glued figures, recomputed from the
     configs' fields and by hand."""
-    from fractions import Fraction
-
-    from tests.notebook_outputs import glued
-
     shown = glued(ROOT / "chapters" / "04_ffn.ipynb")
 
     def minimind(h):  # int(8h/3) rounded up to a multiple of 64, by hand
@@ -198,8 +194,6 @@ def test_embedding_shares_and_pairs_glued_in_chapter_2():
     decimal) of its exact N, as note 001 rounds it; note 001's sinusoidal table of
     d = 4096 columns has d/2 = 2,048 (sine, cosine) pairs: the glued figures,
     recomputed from the config's fields and by hand."""
-    from tests.notebook_outputs import glued
-
     shown = glued(ROOT / "chapters" / "02_embeddings.ipynb")
     cfg = presets.load("llama-2-7b")
     emb = cfg.vocab_size * cfg.hidden_size
