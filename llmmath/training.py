@@ -8,7 +8,8 @@ it) and ``"activations"``. Each part has its own function and its source:
   (bitsandbytes' block-wise layout), Adafactor (factored second moment, no first
   moment; Shazeer & Stern 2018), SGD with momentum (one buffer);
 - precision (`PRECISIONS`): fp32; bf16 mixed with an fp32 master copy (16 bytes per
-  parameter with Adam, Rajbhandari et al. 2020, ZeRO, Sec. 3.1); pure bf16;
+  parameter with Adam, Rajbhandari et al. 2020, ZeRO, Sec. 3.1); PyTorch AMP (fp32
+  weights, gradients and state under ``torch.autocast``); pure bf16;
 - activation checkpointing (`activation_bytes`): none, selective (Korthikanti et al.
   2022, Sec. 5) or full (only each layer's input kept);
 - LoRA and QLoRA (`lora_params`, `nf4_bytes`): r·(in + out) trainable parameters per
@@ -21,10 +22,10 @@ allocator fragmentation. Explained in chapter 9 (*Memory and speed*).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from llmmath.config import ConfigError, ModelConfig, check_positive_int
 from llmmath.counting import count_params
-from llmmath.memory import activation_bytes_per_layer
 
 #: Optimizers: ``adamw`` (torch.optim.AdamW: exp_avg and exp_avg_sq, each the size of
 #: the parameter), ``adam8bit`` (bitsandbytes' Adam8bit), ``adafactor``
@@ -35,7 +36,21 @@ OPTIMIZERS = ("adamw", "adam8bit", "adafactor", "sgd")
 #: element) per parameter. ``mixed``: bf16 weights and gradients, an fp32 master copy
 #: the optimizer updates, fp32 state (ZeRO, Sec. 3.1: 2 + 2 + 12 with Adam). ``bf16``:
 #: everything in bf16 (torch's optimizers keep state in the parameter's dtype).
-PRECISIONS = {"fp32": (4, 4, 0, 4), "mixed": (2, 2, 4, 4), "bf16": (2, 2, 0, 2)}
+#: ``amp``: PyTorch autocast over fp32 weights, so fp32 gradients and state (4 + 4 + 8
+#: with AdamW), activations in bf16 (`llmmath.activations`).
+PRECISIONS = {
+    "bf16": (2, 2, 0, 2),
+    "amp": (4, 4, 0, 4),
+    "mixed": (2, 2, 4, 4),
+    "fp32": (4, 4, 0, 4),
+}
+#: peft keeps LoRA adapters in fp32 by default (``autocast_adapter_dtype=True``); bf16
+#: when asked (``autocast_adapter_dtype=False``, a bf16 model).
+ADAPTER_DTYPES = ("fp32", "bf16")
+#: torch.optim.AdamW's implementations: ``for-loop`` (``foreach=False``), ``foreach``
+#: (torch's default on a GPU) and ``fused`` (``fused=True``, transformers Trainer's
+#: ``adamw_torch_fused``).
+OPTIMIZER_IMPLS = ("for-loop", "foreach", "fused")
 CHECKPOINTING = ("none", "selective", "full")
 METHODS = ("full", "lora", "qlora")
 #: LoRA targets and the reference modules' matrices each one names (fused Phi-3
@@ -157,9 +172,10 @@ def nf4_bytes(numel: int) -> int:
     return -(-numel // 2) + blocks + 4 * -(-blocks // NF4_ABSMAX_BLOCK) + 4
 
 
-def frozen_base_bytes(cfg: ModelConfig, method: str) -> int:
-    """Bytes of the frozen base of LoRA (bf16) or QLoRA (every 2-D matrix of the blocks
-    in NF4, `nf4_bytes` per tensor; embedding, LM head, norms and biases in bf16)."""
+def frozen_base_bytes(cfg: ModelConfig, method: str, element: int = 2) -> int:
+    """Bytes of the frozen base of LoRA (``element`` bytes a weight: bf16, or fp32 under
+    AMP) or QLoRA (every 2-D matrix of the blocks in NF4, `nf4_bytes` per tensor;
+    embedding, LM head, norms and biases in ``element`` bytes)."""
     total = 0
     for name, shape, n in parameter_tensors(cfg):
         if (
@@ -169,8 +185,26 @@ def frozen_base_bytes(cfg: ModelConfig, method: str) -> int:
         ):
             total += n * nf4_bytes(math.prod(shape))
         else:
-            total += 2 * n * math.prod(shape)
+            total += element * n * math.prod(shape)
     return total
+
+
+def trainable_bytes(
+    precision: str, method: str = "full", adapter_dtype: str = "fp32"
+) -> tuple[int, int, int, int]:
+    """Bytes per trainable parameter of (weight, gradient, fp32 master copy, optimizer
+    state element): the precision's (`PRECISIONS`) for full fine-tuning; for LoRA
+    adapters kept in fp32 (peft's default) fp32 throughout, else the precision's.
+
+    Raises:
+        ConfigError: an unknown precision, method or adapter dtype.
+    """
+    _check("precision", precision, tuple(PRECISIONS))
+    _check("method", method, METHODS)
+    _check("adapter_dtype", adapter_dtype, ADAPTER_DTYPES)
+    if method != "full" and adapter_dtype == "fp32":
+        return PRECISIONS["fp32"]
+    return PRECISIONS[precision]
 
 
 def optimizer_state_bytes(
@@ -180,6 +214,7 @@ def optimizer_state_bytes(
     method: str = "full",
     lora_rank: int = 16,
     targets="q,k,v,o,gate,up,down",
+    adapter_dtype: str = "fp32",
 ) -> dict[str, int]:
     """Optimizer state in bytes, item by item, for the trainable tensors.
 
@@ -190,7 +225,8 @@ def optimizer_state_bytes(
     ∏shape[:-2]·shape[-1]) and s·n for a vector, no first moment (Shazeer & Stern 2018,
     Sec. 3-4; transformers' default ``beta1=None``); 8-bit Adam 2·n bytes plus
     2·4·⌈n/256⌉ of fp32 absmax when n ≥ 4096, else 2·4·n (`ADAM8BIT_BLOCK`). Mixed
-    precision adds the fp32 master copy, 4 bytes per trainable parameter.
+    precision adds the fp32 master copy, 4 bytes per trainable parameter. LoRA's
+    adapters keep fp32 state when they are fp32 (``adapter_dtype``, `trainable_bytes`).
     Left out: torch's per-tensor ``step`` counters (AdamW, Adafactor: one fp32 scalar
     each) and bitsandbytes' shared quantization maps (2 × 256 fp32).
 
@@ -198,9 +234,7 @@ def optimizer_state_bytes(
         ConfigError: an unknown optimizer, precision or method, or a bad LoRA option.
     """
     _check("optimizer", optimizer, OPTIMIZERS)
-    _check("precision", precision, tuple(PRECISIONS))
-    _check("method", method, METHODS)
-    _, _, master, s = PRECISIONS[precision]
+    _, _, master, s = trainable_bytes(precision, method, adapter_dtype)
     tensors = _trainable_tensors(cfg, method, lora_rank, targets)
     numel = sum(n * math.prod(shape) for shape, n in tensors)
     items = {}
@@ -234,87 +268,281 @@ def _rows_cols(shape: tuple[int, ...]) -> int:
     return math.prod(shape[:-1]) + math.prod(shape[:-2]) * shape[-1]
 
 
+def _recipe(
+    cfg: ModelConfig,
+    precision: str,
+    method: str,
+    lora_rank: int,
+    targets,
+    adapter_dtype: str,
+    attention: str,
+):
+    from llmmath.activations import Recipe
+
+    _check("precision", precision, tuple(PRECISIONS))
+    _check("method", method, METHODS)
+    _check("adapter_dtype", adapter_dtype, ADAPTER_DTYPES)
+    names: frozenset = frozenset()
+    if method != "full":
+        check_positive_int("lora_rank", lora_rank)
+        names = frozenset(m for t in lora_targets(targets) for m in LORA_TARGETS[t])
+    return Recipe(precision, method, lora_rank, names, adapter_dtype, attention)
+
+
 def activation_bytes(
     cfg: ModelConfig,
     seq_len: int,
     batch: int = 1,
     checkpointing: str = "none",
-    precision: str = "mixed",
-    flash_attention: bool = True,
+    precision: str = "bf16",
+    attention: str = "sdpa",
+    method: str = "full",
+    lora_rank: int = 16,
+    targets="q,k,v,o,gate,up,down",
+    adapter_dtype: str = "fp32",
+    loss: str = "full",
 ) -> dict[str, int]:
-    """Activation bytes of the L decoder blocks kept for the backward pass, by item.
-
-    ``none``: L × `llmmath.memory.activation_bytes_per_layer` (Korthikanti et al. 2022,
-    Sec. 4.1, sized to the config), doubled in fp32 (its fp32 softmax statistics
-    excepted). ``selective``: the same without the attention's s²-sized softmax output,
-    recomputed in the backward pass (Sec. 5; with FlashAttention there is none to
-    drop). ``full``: each layer's input, b·t·H elements per layer (Sec. 5), plus one
-    layer's activations rebuilt during its backward pass (the peak). Sized as
-    `activation_bytes_per_layer` sizes a block: for MLA it counts d_h-wide heads, not
-    the latent layout, and for MoE k + S experts' full activations per token.
+    """Activation bytes a training forward pass keeps for the backward pass, by item
+    summed over the layers (`llmmath.activations.saved_activations`: what autograd
+    saves in transformers' modules), plus the LM head's and the loss's.
 
     Raises:
         ConfigError: an unknown option, or a size that is not a positive integer.
     """
-    _check("checkpointing", checkpointing, CHECKPOINTING)
-    _check("precision", precision, tuple(PRECISIONS))
-    scale = 2 if precision == "fp32" else 1
-    layer = activation_bytes_per_layer(
-        cfg, seq_len, batch, flash_attention=flash_attention
+    from llmmath.activations import saved_activations
+
+    recipe = _recipe(
+        cfg, precision, method, lora_rank, targets, adapter_dtype, attention
     )
-    layer = {
-        k: v * (1 if k.startswith("softmax statistics") else scale)
-        for k, v in layer.items()
-    }
+    saved = saved_activations(cfg, batch, seq_len, recipe, checkpointing, loss)
+    items: dict[str, int] = {}
+    for layer in saved.layers:
+        for k, v in layer.items():
+            items[k] = items.get(k, 0) + v
     L = cfg.num_hidden_layers
-    if checkpointing == "full":
-        return {
-            "layer inputs": L * 2 * scale * batch * seq_len * cfg.hidden_size,
-            "one layer recomputed": sum(layer.values()),
-        }
-    if checkpointing == "selective":
-        layer.pop("softmax output", None)
-    return {f"{k}, {L} layers": L * v for k, v in layer.items()}
+    out = {f"{k}, {L} layers": v for k, v in items.items()}
+    return {**out, **saved.shared, **saved.head, **saved.logits}
 
 
 def training_memory(
     cfg: ModelConfig,
     optimizer: str = "adamw",
-    precision: str = "mixed",
+    precision: str = "bf16",
     checkpointing: str = "none",
     batch: int = 1,
     seq_len: int = 4096,
     method: str = "full",
     lora_rank: int = 16,
     targets="q,k,v,o,gate,up,down",
-    flash_attention: bool = True,
+    attention: str = "sdpa",
+    adapter_dtype: str = "fp32",
+    loss: str = "full",
 ) -> dict[str, int]:
-    """Bytes of one training step's memory: ``"weights"``, ``"gradients"``,
+    """Bytes of one training step's memory at rest: ``"weights"``, ``"gradients"``,
     ``"optimizer state"`` (`optimizer_state_bytes`, fp32 master copy included) and
-    ``"activations"`` (`activation_bytes`). Full fine-tuning: weights and gradients of
-    every parameter in the precision's dtype (`PRECISIONS`), except that
-    DeepSeek-V3's router score bias, set by a rule rather than by gradient
-    (DeepSeek-V3 report, Sec. 2.1.2), has neither gradient nor optimizer state.
-    LoRA/QLoRA: the frozen base (`frozen_base_bytes`) plus the adapters in the
-    precision's dtype; gradients and state for the adapters only.
+    ``"activations"`` (`activation_bytes`: the layers', the LM head's and the loss's).
+    Full fine-tuning: weights and gradients of every parameter in the precision's
+    dtype (`PRECISIONS`), except that DeepSeek-V3's router score bias, set by a rule
+    rather than by gradient (DeepSeek-V3 report, Sec. 2.1.2), has neither gradient
+    nor optimizer state. LoRA/QLoRA: the frozen base (`frozen_base_bytes`) plus the
+    adapters (`trainable_bytes`); gradients and state for the adapters only. The
+    peak of a step, more than this sum, is `training_peak`'s.
 
     Raises:
         ConfigError: an unknown option, or a size or rank that is not a positive
         integer.
     """
-    state = optimizer_state_bytes(cfg, optimizer, precision, method, lora_rank, targets)
-    w, g, _, _ = PRECISIONS[precision]
+    state = optimizer_state_bytes(
+        cfg, optimizer, precision, method, lora_rank, targets, adapter_dtype
+    )
+    w, g, _, _ = trainable_bytes(precision, method, adapter_dtype)
     trainable = trainable_params(cfg, method, lora_rank, targets)
     if method == "full":
         base = w * (count_params(cfg).total - trainable)  # DeepSeek-V3's score bias
     else:
-        base = frozen_base_bytes(cfg, method)
+        base = frozen_base_bytes(cfg, method, PRECISIONS[precision][0])
     acts = activation_bytes(
-        cfg, seq_len, batch, checkpointing, precision, flash_attention
-    )
+        cfg, seq_len, batch, checkpointing, precision, attention, method, lora_rank,
+        targets, adapter_dtype, loss,
+    )  # fmt: skip
     return {
         "weights": base + w * trainable,
         "gradients": g * trainable,
         "optimizer state": sum(state.values()),
         "activations": sum(acts.values()),
     }
+
+
+class TrainingPeak(NamedTuple):
+    """The peak of one training step: ``peak_bytes`` (what
+    ``torch.cuda.max_memory_allocated()`` reports over the step), the ``moment`` it
+    happens and ``items``, the bytes held then, by item (they sum to ``peak_bytes``);
+    ``moments``: every moment considered with its total."""
+
+    peak_bytes: int
+    moment: str
+    items: dict[str, int]
+    moments: dict[str, int]
+
+
+def _layer_grads(
+    cfg: ModelConfig, method: str, lora_rank: int, targets, g: int
+) -> tuple[list[int], int, int]:
+    """Gradient bytes (per layer, of the LM head when untied, of the embedding and
+    the rest: final norm, learned positions)."""
+    counts = count_params(cfg)
+    L = cfg.num_hidden_layers
+    if method != "full":
+        per = lora_params(cfg, lora_rank, targets) * g
+        return [per // L] * L, 0, 0
+    bias = (
+        cfg.num_local_experts if cfg.router_score_bias else 0
+    )  # DeepSeek-V3's score bias has no gradient
+    layers = [
+        g * (counts.layer_params(i) - (bias if i not in cfg.dense_layers else 0))
+        for i in range(L)
+    ]
+    lm = sum(g * counts.total_of(t) for t in counts.tensors if t.group == "lm_head")
+    rest = g * counts.total - sum(layers) - lm
+    return layers, lm, rest
+
+
+def _optimizer_temporaries(
+    cfg: ModelConfig, optimizer: str, impl: str, method: str, lora_rank: int,
+    targets, s: int, master: int,
+) -> int:  # fmt: skip
+    """Bytes the optimizer step allocates for a moment. torch.optim.AdamW, for-loop:
+    ``exp_avg_sq.sqrt() / bias_correction2_sqrt``, two tensors the size of the
+    largest parameter (``_single_tensor_adam``); foreach: ``_foreach_sqrt`` of every
+    second moment at once, one copy of the state's second moments
+    (``_multi_tensor_adam``); fused: none. With an fp32 master copy the step also
+    casts the largest gradient to fp32. SGD and 8-bit Adam update in place."""
+    tensors = _trainable_tensors(cfg, method, lora_rank, targets)
+    largest = max(math.prod(shape) for shape, _ in tensors)
+    extra = master * largest
+    if optimizer in ("sgd", "adam8bit") or impl == "fused":
+        return extra
+    if impl == "foreach" and optimizer == "adamw":
+        return s * sum(n * math.prod(shape) for shape, n in tensors) + extra
+    return 2 * s * largest + extra
+
+
+def training_peak(
+    cfg: ModelConfig,
+    optimizer: str = "adamw",
+    precision: str = "bf16",
+    checkpointing: str = "none",
+    batch: int = 1,
+    seq_len: int = 4096,
+    method: str = "full",
+    lora_rank: int = 16,
+    targets="q,k,v,o,gate,up,down",
+    attention: str = "sdpa",
+    adapter_dtype: str = "fp32",
+    loss: str = "full",
+    optimizer_impl: str = "for-loop",
+) -> TrainingPeak:
+    """The peak of ``torch.cuda.max_memory_allocated()`` over one training step of a
+    transformers causal LM in PyTorch (a step after the first, gradients set to None
+    by ``zero_grad()``, the model's output kept until the step ends), item by item at
+    the moment of the peak.
+
+    Moments (the largest wins): the loss's forward (its fp32 copy of the logits),
+    the loss's backward (two fp32 gradients of the logits, 8 bytes per logit, on top
+    of every saved activation), the LM head's backward, each layer's backward (the
+    gradients so far, the activations not yet freed, that layer's tensors rebuilt
+    when checkpointed, and its gradient temporaries) and the optimizer step (every
+    gradient and the optimizer's temporaries, `_optimizer_temporaries`). At every
+    moment: the weights and optimizer state (`training_memory`) and the logits the
+    model's output holds. Activations: `llmmath.activations.saved_activations`.
+
+    Left out: the CUDA context, cuBLAS workspaces and allocator fragmentation (not
+    in ``max_memory_allocated``), and a layer's own backward temporaries beyond two
+    gradients of its widest intermediate. Checked within 10 % of every peak measured
+    on an H200 (``tests/test_training_peak.py``).
+
+    Raises:
+        ConfigError: an unknown option, or a size or rank that is not a positive
+        integer.
+    """
+    from llmmath.activations import saved_activations
+
+    _check("optimizer_impl", optimizer_impl, OPTIMIZER_IMPLS)
+    _check("optimizer", optimizer, OPTIMIZERS)
+    recipe = _recipe(
+        cfg, precision, method, lora_rank, targets, adapter_dtype, attention
+    )
+    rest = training_memory(
+        cfg, optimizer, precision, checkpointing, batch, seq_len, method, lora_rank,
+        targets, attention, adapter_dtype, loss,
+    )  # fmt: skip
+    w_b, g_b, master, s = trainable_bytes(precision, method, adapter_dtype)
+    fixed = {"weights": rest["weights"], "optimizer state": rest["optimizer state"]}
+    saved = saved_activations(cfg, batch, seq_len, recipe, checkpointing, loss)
+    full = saved
+    if checkpointing == "full":  # the layers' tensors as each is rebuilt
+        full = saved_activations(cfg, batch, seq_len, recipe, "none", loss)
+    tokens = batch * seq_len
+    H, V, L = cfg.hidden_size, cfg.vocab_size, cfg.num_hidden_layers
+    resid = 4 if precision in ("amp", "fp32") else 2
+    act = 4 if precision == "fp32" else 2
+    layers = list(saved.layer_totals)
+    rebuilt = list(full.layer_totals)
+    shared = sum(saved.shared.values())
+    head = sum(saved.head.values())
+    logits = sum(saved.logits.values())
+    kept = next((v for k, v in saved.logits.items() if k.startswith("logits (held")), 0)
+    g_layers, g_lm, g_rest = _layer_grads(cfg, method, lora_rank, targets, g_b)
+    tied_or_lm = g_lm if g_lm else (g_rest if cfg.tie_word_embeddings else 0)
+    widest = max(
+        cfg.intermediate_size if not cfg.is_moe else cfg.expert_intermediate_size,
+        H,
+    )
+    moments: dict[str, dict[str, int]] = {}
+    acts = {"activations of the layers": sum(layers) + shared, "head": head}
+    moments["forward: the loss"] = {
+        **fixed, **acts, "logits and loss": logits,
+        "fp32 logits (the loss's copy)": saved.forward_extra,
+    }  # fmt: skip
+    if loss == "full":
+        moments["backward: the loss"] = {
+            **fixed, **acts, "logits and loss": logits,
+            "gradients of the logits (fp32, two)": saved.loss_backward,
+        }  # fmt: skip
+        moments["backward: the LM head"] = {
+            **fixed, **acts, "logits held by the output": kept,
+            "gradient of the logits": act * tokens * V,
+            "gradients so far": tied_or_lm,
+            "gradient of the hidden state": resid * tokens * H,
+        }  # fmt: skip
+    else:
+        tied_or_lm = g_lm if g_lm else (g_rest if cfg.tie_word_embeddings else 0)
+    grads = tied_or_lm
+    below = sum(layers)
+    for i in reversed(range(L)):
+        below -= layers[i]
+        temp = 2 * act * tokens * widest + 2 * resid * tokens * H
+        name = f"backward: layer {i}"
+        moments[name] = {
+            **fixed,
+            "activations not yet freed": below + shared + layers[i] + rebuilt[i]
+            if checkpointing == "full"
+            else below + shared + layers[i],
+            "logits held by the output": kept if loss == "full" else logits,
+            "gradients so far": grads + g_layers[i],
+            "the layer's gradient temporaries": temp,
+        }
+        grads += g_layers[i]
+    all_grads = rest["gradients"]
+    moments["optimizer step"] = {
+        **fixed,
+        "gradients": all_grads,
+        "logits held by the output": kept if loss == "full" else logits,
+        "optimizer temporaries": _optimizer_temporaries(
+            cfg, optimizer, optimizer_impl, method, lora_rank, targets, s, master
+        ),
+    }
+    totals = {k: sum(v.values()) for k, v in moments.items()}
+    moment = max(totals, key=totals.get)
+    items = {k: v for k, v in moments[moment].items() if v}
+    return TrainingPeak(totals[moment], moment, items, totals)

@@ -1,0 +1,458 @@
+"""Activations as a training step keeps them: what autograd saves in transformers'
+modules, tensor by tensor, for the backward pass.
+
+`saved_activations` sizes, per decoder layer and for the LM head and loss, every tensor
+that PyTorch's autograd saves when a transformers causal LM (the modules people train,
+``modeling_llama.py`` and its kin) runs a training forward pass, in the recipes of
+`llmmath.training` (precision, LoRA adapters' dtype, checkpointing, attention kernel).
+Each item follows one line of transformers' code; the rules are:
+
+- **A tensor is saved once, however many ops save it** (autograd keeps a reference,
+  not a copy): the output of a norm that q, k and v all read is one tensor.
+- **An op saves only what a gradient it must compute needs**: a frozen ``Linear``
+  (LoRA's base) keeps no input, ``x * cos`` keeps only ``cos``, a norm whose weight
+  is frozen keeps no normalized copy, and nothing is saved before the first tensor
+  that requires a gradient (LoRA's first norm).
+- **Norms upcast** (``LlamaRMSNorm``: ``x.to(float32)``, kept by ``pow`` and ``mul``;
+  its normalized ``bf16`` copy, kept by ``weight * x``; Gemma's and OLMo 2's keep
+  the normalized copy in fp32): 8 bytes per element in bf16 where the paper's
+  formula counts 4 (Korthikanti et al. 2022, Sec. 4.1).
+- **PyTorch AMP** (``torch.autocast``) casts per op: each ``Linear`` that reads an
+  fp32 tensor keeps its own bf16 copy, and every ``Linear`` keeps a bf16 copy of its
+  fp32 weight (autocast's weight cache) until its backward ran.
+- **peft's LoRA** casts a layer's input to the adapters' dtype (fp32 by default,
+  ``autocast_adapter_dtype=True``), so each adapted module keeps its own fp32 copy.
+- **Attention by SDPA** (FlashAttention-2 or the memory-efficient kernel) keeps q,
+  k, v, the output and one fp32 log-sum-exp per row and head; keys and values at
+  n_kv·d_h when transformers passes ``enable_gqa`` (no mask, equal head widths ≤ 256),
+  else at n_h·d_h after ``repeat_kv``. **Eager attention** keeps the fp32 softmax
+  and its bf16 copy (6·n_h·t² bytes per sequence, plus the soft-capped scores'
+  ``tanh`` for Gemma 2).
+
+Checked against ``torch.autograd.graph.saved_tensors_hooks`` in transformers' own
+modules for every supported type (``tests/test_activations.py``) and against the
+peaks measured on an H200 (``tests/test_training_peak.py``). Explained in chapter 9
+(*Memory and speed*).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from llmmath.config import ConfigError, ModelConfig, check_positive_int
+
+#: Training precisions: ``bf16`` (weights, gradients, optimizer state in bf16),
+#: ``amp`` (PyTorch autocast to bf16 over fp32 weights, gradients and state),
+#: ``mixed`` (bf16 weights and gradients, an fp32 master copy and fp32 state, as
+#: Megatron-LM and DeepSpeed keep them), ``fp32``.
+PRECISIONS = ("bf16", "amp", "mixed", "fp32")
+ATTENTIONS = ("sdpa", "eager")
+ADAPTER_DTYPES = ("fp32", "bf16")
+LOSSES = ("full", "chunked")
+CHECKPOINTING = ("none", "selective", "full")
+#: Norm implementations in transformers, by model type (``"llama"``: LlamaRMSNorm and
+#: its copies; ``"gemma"``: x·(1 + w) in fp32; ``"olmo2"``: (w·x) in fp32, then cast;
+#: ``"layernorm"``: torch's LayerNorm).
+NORM_KINDS = {
+    "gemma": "gemma",
+    "gemma2": "gemma",
+    "gemma3_text": "gemma",
+    "olmo2": "olmo2",
+    "gpt2": "layernorm",
+}
+
+
+class Precision(NamedTuple):
+    """Bytes of an element: ``act`` of activations a matmul reads (bf16 under AMP),
+    ``resid`` of the residual stream and the norms' inputs (fp32 under AMP), and
+    whether each ``Linear`` casts its fp32 input (``autocast``)."""
+
+    act: int
+    resid: int
+    autocast: bool
+
+
+def precision_of(precision: str) -> Precision:
+    """The element sizes of a training precision (`PRECISIONS`).
+
+    Raises:
+        ConfigError: an unknown precision.
+    """
+    _one_of("precision", precision, PRECISIONS)
+    return {
+        "bf16": Precision(2, 2, False),
+        "mixed": Precision(2, 2, False),
+        "amp": Precision(2, 4, True),
+        "fp32": Precision(4, 4, False),
+    }[precision]
+
+
+def _one_of(name: str, value: str, allowed) -> None:
+    if value not in allowed:
+        shown = value if len(str(value)) <= 40 else f"{str(value)[:40]}..."
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {shown!r}")
+
+
+class Recipe(NamedTuple):
+    """What decides the saved tensors besides the model: ``precision`` (`PRECISIONS`),
+    ``method`` (``full``, ``lora``, ``qlora``), LoRA ``lora_rank``, ``targets`` (module
+    names that carry adapters) and ``adapter_dtype``, ``attention`` (`ATTENTIONS`)."""
+
+    precision: str = "bf16"
+    method: str = "full"
+    lora_rank: int = 16
+    targets: frozenset = frozenset()
+    adapter_dtype: str = "fp32"
+    attention: str = "sdpa"
+
+    @property
+    def lora(self) -> bool:
+        return self.method != "full"
+
+
+class _Layer:
+    """Accumulates one layer's saved bytes per token, by item."""
+
+    def __init__(self, cfg: ModelConfig, recipe: Recipe, tokens: int):
+        self.cfg, self.r, self.p = cfg, recipe, precision_of(recipe.precision)
+        self.tokens = tokens
+        self.items: dict[str, int] = {}
+
+    def add(self, item: str, per_token: int, once: int = 0) -> None:
+        """Add ``per_token`` bytes for each token and ``once`` bytes for the layer."""
+        n = per_token * self.tokens + once
+        if n:
+            self.items[item] = self.items.get(item, 0) + n
+
+    def linear_inputs(
+        self, item: str, width: int, modules: tuple[str, ...], dtype_bytes: int,
+        already_saved: bool = False,
+    ) -> None:  # fmt: skip
+        """The input (``width`` wide, ``dtype_bytes`` per element) that the Linear
+        ``modules`` read, as they keep it: full fine-tuning one shared tensor (one
+        bf16 copy per module under autocast when the input is fp32); LoRA nothing for
+        the frozen base, and for each adapted module its lora_A's input, cast to the
+        adapters' dtype (a copy per module when that differs), plus lora_B's r-wide
+        input. ``already_saved``: another op keeps the same tensor."""
+        r, p = self.r, self.p
+        if not r.lora:
+            if p.autocast and dtype_bytes == 4:
+                self.add(item + " (bf16 copies, autocast)", 2 * width * len(modules))
+            elif not already_saved:
+                self.add(item, dtype_bytes * width)
+            return
+        adapted = [m for m in modules if m in r.targets]
+        if not adapted:
+            return
+        a = 4 if r.adapter_dtype == "fp32" else 2
+        if p.autocast:  # lora_A under autocast reads a bf16 copy
+            self.add(
+                item + " (bf16 copies for LoRA, autocast)", 2 * width * len(adapted)
+            )
+        elif a != dtype_bytes:
+            self.add(
+                item + f" ({r.adapter_dtype} copies for LoRA)", a * width * len(adapted)
+            )
+        elif not already_saved:
+            self.add(item, dtype_bytes * width)
+        self.add("LoRA A outputs (rank r)", (2 if p.autocast else a) * r.lora_rank
+                 * len(adapted))  # fmt: skip
+
+    def norm(
+        self, item: str, width: int, in_grad: bool, rows: int = 1,
+        weight_trainable: bool | None = None,
+    ) -> None:  # fmt: skip
+        """A norm of ``width`` elements per row (``rows`` rows per token), as
+        transformers' class for the model type computes it (`NORM_KINDS`)."""
+        cfg, p = self.cfg, self.p
+        kind = NORM_KINDS.get(cfg.model_type, "llama")
+        trainable = (not self.r.lora) if weight_trainable is None else weight_trainable
+        if kind == "layernorm":
+            if in_grad or trainable:
+                self.add(f"{item}: input", p.resid * width * rows)
+                self.add(f"{item}: mean and 1/std (fp32)", 2 * 4 * rows)
+            return
+        if in_grad:
+            self.add(f"{item}: fp32 input", 4 * width * rows)
+            self.add(f"{item}: 1/rms (fp32)", 4 * rows)
+        if trainable:
+            # llama: the normalized tensor cast back to the input's dtype; gemma and
+            # olmo2 multiply in fp32 and keep the fp32 normalized tensor.
+            size = p.resid if kind == "llama" else 4
+            self.add(f"{item}: normalized copy", size * width * rows)
+            if kind == "gemma":
+                self.add(f"{item}: 1 + weight (fp32)", 0, once=4 * width)
+
+
+def _width(cfg: ModelConfig) -> dict[str, int]:
+    q = cfg.num_attention_heads * cfg.head_dim
+    return {
+        "q": q,
+        "kv": cfg.num_key_value_heads * cfg.head_dim,
+        "a": cfg.num_attention_heads,
+    }
+
+
+def _attention(layer: _Layer, t: int, index: int, first: bool) -> None:
+    cfg, r, p = layer.cfg, layer.r, layer.p
+    H = cfg.hidden_size
+    w = _width(cfg)
+    q, kv, a = w["q"], w["kv"], w["a"]
+    d_v = cfg.head_dim
+    post = cfg.norm_layout == "post"
+    if post:  # OLMo 2: q, k, v read the residual stream itself
+        layer.linear_inputs("input of q, k, v", H, ("q_proj", "k_proj", "v_proj"),
+                            p.resid)  # fmt: skip
+    else:
+        layer.norm("attention norm", H, in_grad=not first)
+        names = ("qkv_proj",) if cfg.fused_qkv else ("q_proj", "k_proj", "v_proj")
+        layer.linear_inputs("attention norm: output (input of q, k, v)", H, names,
+                            p.resid)  # fmt: skip
+    if cfg.qk_norm:
+        if cfg.qk_norm_per_head:
+            layer.norm("q norm", cfg.head_dim, True, rows=a)
+            layer.norm("k norm", cfg.head_dim, True, rows=cfg.num_key_value_heads)
+        else:
+            layer.norm("q norm", q, True)
+            layer.norm("k norm", kv, True)
+    window = cfg.window_of(index)
+    masked = window is not None and window < t
+    if r.attention == "eager":
+        rep = q  # repeat_kv's copies
+        layer.add("Q", p.act * q)
+        layer.add("K (repeated to n_h heads)", p.act * rep)
+        layer.add("V (repeated to n_h heads)", p.act * rep)
+        layer.add("softmax output (fp32)", 4 * a * t)
+        layer.add("softmax output, bf16 copy", p.act * a * t if p.act == 2 else 0)
+        if cfg.attn_logit_softcapping:
+            layer.add("soft-capped scores (tanh output)", p.act * a * t)
+        layer.add("attention output (input of o_proj)", p.act * q)
+        out_saved = False
+    else:
+        gqa = not masked and cfg.head_dim == d_v <= 256
+        kvw = kv if gqa else q
+        layer.add("Q", p.act * q)
+        layer.add("K" if gqa else "K (repeated to n_h heads)", p.act * kvw)
+        layer.add("V" if gqa else "V (repeated to n_h heads)", p.act * kvw)
+        layer.add("attention output", p.act * q)
+        layer.add("log-sum-exp (fp32)", 4 * a)
+        out_saved = True
+    layer.linear_inputs("attention output (input of o_proj)", q, ("o_proj",), p.act,
+                        already_saved=out_saved)  # fmt: skip
+    if post:
+        layer.norm("post-attention norm", H, in_grad=True)
+    elif cfg.norm_layout == "sandwich":
+        layer.norm("post-attention norm", H, in_grad=True)
+
+
+def _mlp(layer: _Layer, I: int) -> None:
+    cfg, p = layer.cfg, layer.p
+    H = cfg.hidden_size
+    post = cfg.norm_layout == "post"
+    gated = cfg.mlp_type == "gated"
+    names = (
+        (("gate_up_proj",) if cfg.fused_gate_up else ("gate_proj", "up_proj"))
+        if gated
+        else ("c_fc",)
+    )
+    if post:
+        layer.linear_inputs("input of gate and up", H, names, p.resid)
+    else:
+        name = "FFN norm" if cfg.norm_layout == "sandwich" else "post-attention norm"
+        if cfg.norm_layout == "sandwich":
+            name = "pre-FFN norm"
+        layer.norm(name, H, in_grad=True)
+        layer.linear_inputs(f"{name}: output (input of the FFN)", H, names, p.resid)
+    act = cfg.hidden_act
+    if gated:
+        layer.add("gate output (input of the activation)", p.act * I)
+        layer.add("activation output", p.act * I)
+        layer.add("up output", p.act * I)
+        layer.linear_inputs("product (input of down_proj)", I, ("down_proj",), p.act)
+    else:
+        layer.add("input of the activation", p.act * I)
+        if act == "gelu_new":  # NewGELUActivation's formula keeps three more
+            layer.add("gelu_new intermediates (tanh, x/2, 1 + tanh)", 3 * p.act * I)
+        layer.linear_inputs("activation output (input of c_proj)", I, ("c_proj",),
+                            p.act, already_saved=act == "gelu_new")  # fmt: skip
+    if post or cfg.norm_layout == "sandwich":
+        layer.norm("post-FFN norm", H, in_grad=True)
+
+
+class SavedActivations(NamedTuple):
+    """What a training forward pass keeps, in bytes by item: ``layers`` (one dict per
+    decoder layer), ``shared`` (tensors every layer reads: RoPE's tables, a mask),
+    ``head`` (final norm and LM head input) and ``logits`` (the logits the model
+    returns, the loss's fp32 log-softmax). ``loss_backward`` is what the loss's
+    backward adds for a moment (its two fp32 gradients), ``forward_extra`` what the
+    forward pass holds only briefly (the fp32 copy of the logits)."""
+
+    layers: tuple[dict[str, int], ...]
+    shared: dict[str, int]
+    head: dict[str, int]
+    logits: dict[str, int]
+    loss_backward: int
+    forward_extra: int
+
+    @property
+    def layer_totals(self) -> tuple[int, ...]:
+        return tuple(sum(x.values()) for x in self.layers)
+
+    @property
+    def total(self) -> int:
+        return (
+            sum(self.layer_totals)
+            + sum(self.shared.values())
+            + sum(self.head.values())
+            + sum(self.logits.values())
+        )
+
+
+def layer_saved(
+    cfg: ModelConfig, recipe: Recipe, batch: int, seq_len: int, index: int
+) -> dict[str, int]:
+    """Bytes that decoder layer ``index`` (0-based) keeps for its backward pass, by
+    item, without checkpointing (see the module's rules)."""
+    layer = _Layer(cfg, recipe, batch * seq_len)
+    first = index == 0 and recipe.lora  # nothing before it requires a gradient
+    _attention(layer, seq_len, index, first)
+    moe = cfg.is_moe and index not in cfg.dense_layers
+    if moe:
+        _moe(layer, cfg)
+    else:
+        _mlp(layer, cfg.intermediate_size)
+    if recipe.precision == "amp":
+        layer.items["bf16 copies of the weights (autocast)"] = 2 * _linear_params(
+            cfg, index, recipe
+        )
+    return layer.items
+
+
+def _linear_params(cfg: ModelConfig, index: int, recipe: Recipe) -> int:
+    """Weights of layer ``index``'s Linear modules (autocast keeps a bf16 copy of each
+    that runs; LoRA: the frozen base's are copied too)."""
+    from llmmath.counting import count_params
+
+    counts = count_params(cfg)
+    total = 0
+    for t in counts.tensors:
+        if not t.per_layer or len(t.shape) != 2:
+            continue
+        if t.layer_set is not None and index not in t.layer_set:
+            continue
+        if "experts" in t.name and t.copies > 1 and cfg.is_moe:
+            continue  # routed experts: only the chosen run (left out)
+        total += t.numel
+    return total
+
+
+def _moe(layer: _Layer, cfg: ModelConfig) -> None:
+    """A mixture-of-experts FFN: the norm and the router read the whole token; each
+    token's k routed experts and S shared experts keep a gated FFN's tensors at the
+    expert width I_e (``moe_intermediate_size``), and the router its logits."""
+    p = layer.p
+    H, I_e = cfg.hidden_size, cfg.expert_intermediate_size
+    name = "post-attention norm"
+    layer.norm(name, H, in_grad=True)
+    layer.linear_inputs(f"{name}: output (input of router and experts)", H,
+                        ("gate",), p.resid)  # fmt: skip
+    E, k = cfg.num_local_experts, cfg.num_experts_per_tok
+    layer.add("router logits and weights (fp32)", 4 * 2 * E)
+    per = k + cfg.n_shared_experts
+    layer.add("experts' inputs (gathered tokens)", p.act * H * k)
+    layer.add("experts' gate outputs", p.act * I_e * per)
+    layer.add("experts' activation outputs", p.act * I_e * per)
+    layer.add("experts' up outputs", p.act * I_e * per)
+    layer.add("experts' products (inputs of down)", p.act * I_e * per)
+    layer.add("experts' outputs (weighted)", p.act * H * k)
+
+
+def saved_activations(
+    cfg: ModelConfig,
+    batch: int,
+    seq_len: int,
+    recipe: Recipe = Recipe(),
+    checkpointing: str = "none",
+    loss: str = "full",
+) -> SavedActivations:
+    """Bytes that one training forward pass keeps for the backward pass, by item:
+    every decoder layer, the tensors they share, the head and the logits.
+
+    ``checkpointing``: ``none``; ``selective`` (the attention's t²-sized tensors
+    recomputed, Korthikanti et al. 2022, Sec. 5; nothing to drop with SDPA);
+    ``full`` (transformers' ``gradient_checkpointing_enable(use_reentrant=False)``:
+    each layer keeps only its input, ``resid`` bytes × H per token; one layer's
+    tensors are rebuilt during its backward, see `llmmath.training.training_peak`).
+    ``loss``: ``full`` (transformers' ``ForCausalLMLoss``: the logits in the compute
+    dtype, held by the model's output, and ``cross_entropy`` of their fp32 copy,
+    which keeps an fp32 log-softmax: 6 bytes per logit in bf16; its backward holds
+    two fp32 gradients, 8 bytes per logit) or ``chunked`` (a fused linear
+    cross-entropy such as Liger-Kernel's, which computes the loss and its gradients
+    chunk by chunk in the forward pass and keeps the gradient of the last hidden
+    state and of the LM head's weight instead of logits).
+
+    Raises:
+        ConfigError: an unknown option, or a size that is not a positive integer.
+    """
+    check_positive_int("batch", batch)
+    check_positive_int("seq_len", seq_len)
+    _one_of("checkpointing", checkpointing, CHECKPOINTING)
+    _one_of("loss", loss, LOSSES)
+    _one_of("attention", recipe.attention, ATTENTIONS)
+    _one_of("adapter_dtype", recipe.adapter_dtype, ADAPTER_DTYPES)
+    if recipe.attention == "sdpa" and cfg.attn_logit_softcapping:
+        raise ConfigError(
+            "attention must be eager for a model with attn_logit_softcapping "
+            "(transformers' SDPA refuses soft-capping)"
+        )
+    p = precision_of(recipe.precision)
+    H, V, L = cfg.hidden_size, cfg.vocab_size, cfg.num_hidden_layers
+    tokens = batch * seq_len
+    if checkpointing == "full":
+        layers = tuple(
+            {"layer input (checkpoint)": p.resid * H * tokens} for _ in range(L)
+        )
+    else:
+        layers = tuple(layer_saved(cfg, recipe, batch, seq_len, i) for i in range(L))
+        if checkpointing == "selective":
+            t2 = ("softmax output", "soft-capped")
+            layers = tuple(
+                {k: v for k, v in x.items() if not k.startswith(t2)} for x in layers
+            )
+    shared = {}
+    if cfg.position_embedding_type == "rope":
+        tables = 2 if cfg.rope_local_theta else 1
+        shared["RoPE cos and sin tables"] = tables * 2 * p.resid * cfg.head_dim * tokens
+    head_layer = _Layer(cfg, recipe, tokens)
+    head_layer.norm("final norm", H, in_grad=True)
+    if not recipe.lora:
+        head_layer.linear_inputs("final norm: output (input of the LM head)", H,
+                                 ("lm_head",), p.resid)  # fmt: skip
+    head = head_layer.items
+    if recipe.precision == "amp":  # autocast's bf16 copy of the LM head's weight
+        head["LM head weight, bf16 copy (autocast)"] = 2 * V * H
+    logits: dict[str, int] = {}
+    if loss == "full":
+        lb = p.act  # lm_head runs in the compute dtype
+        logits["logits (held by the model's output)"] = lb * tokens * V
+        if cfg.final_logit_softcapping:
+            logits["soft-capped logits (tanh output)"] = lb * tokens * V
+        logits["log-softmax of the fp32 logits (cross-entropy)"] = 4 * tokens * V
+        loss_backward = 2 * 4 * tokens * V
+        forward_extra = 4 * tokens * V if lb != 4 else 0
+    else:
+        logits["gradient of the last hidden state (fused loss)"] = p.resid * tokens * H
+        loss_backward = 0
+        forward_extra = _chunk_bytes(cfg, tokens, p)
+    return SavedActivations(layers, shared, head, logits, loss_backward, forward_extra)
+
+
+def _chunk_bytes(cfg: ModelConfig, tokens: int, p: Precision) -> int:
+    """Liger-Kernel's fused linear cross-entropy: chunks of about ``tokens``/⌈V/H⌉
+    rows (``chunk_size = next_power_of_2(ceil(BT / ceil(V / H)))``), whose logits it
+    holds in the compute dtype with their fp32 gradient."""
+    H, V = cfg.hidden_size, cfg.vocab_size
+    inc = -(-V // H)
+    rows = 1 << max(0, (-(-tokens // inc) - 1).bit_length())
+    rows = min(rows, tokens)
+    return rows * V * (p.act + 4)
