@@ -62,6 +62,13 @@ NORM_KINDS = {
 }
 
 
+def default_attention(cfg: ModelConfig) -> str:
+    """The attention transformers trains ``cfg`` with by default: ``eager`` for a
+    model with ``attn_logit_softcapping`` (Gemma 2, which refuses SDPA), else
+    ``sdpa``."""
+    return "eager" if cfg.attn_logit_softcapping else "sdpa"
+
+
 class Precision(NamedTuple):
     """Bytes of an element: ``act`` of activations a matmul reads (bf16 under AMP),
     ``resid`` of the residual stream and the norms' inputs (fp32 under AMP), and
@@ -425,7 +432,7 @@ def saved_activations(
         shared["RoPE cos and sin tables"] = tables * 2 * p.resid * cfg.head_dim * tokens
     head_layer = _Layer(cfg, recipe, tokens)
     head_layer.norm("final norm", H, in_grad=True)
-    if not recipe.lora:
+    if not recipe.lora and loss == "full":  # the fused loss keeps no input
         head_layer.linear_inputs("final norm: output (input of the LM head)", H,
                                  ("lm_head",), p.resid)  # fmt: skip
     head = head_layer.items
@@ -448,11 +455,12 @@ def saved_activations(
 
 
 def _chunk_bytes(cfg: ModelConfig, tokens: int, p: Precision) -> int:
-    """Liger-Kernel's fused linear cross-entropy: chunks of about ``tokens``/⌈V/H⌉
-    rows (``chunk_size = next_power_of_2(ceil(BT / ceil(V / H)))``), whose logits it
-    holds in the compute dtype with their fp32 gradient."""
+    """Liger-Kernel's fused linear cross-entropy
+    (``ops/fused_linear_cross_entropy.py``): chunks of ``next_power_of_2(ceil(BT /
+    ceil(V / H)))`` rows (at most BT), whose logits it holds in the compute dtype and
+    overwrites with their gradient in place: about BT·H elements, whatever V."""
     H, V = cfg.hidden_size, cfg.vocab_size
     inc = -(-V // H)
     rows = 1 << max(0, (-(-tokens // inc) - 1).bit_length())
     rows = min(rows, tokens)
-    return rows * V * (p.act + 4)
+    return rows * V * p.act

@@ -275,10 +275,12 @@ def _recipe(
     lora_rank: int,
     targets,
     adapter_dtype: str,
-    attention: str,
+    attention: str | None,
 ):
-    from llmmath.activations import Recipe
+    from llmmath.activations import Recipe, default_attention
 
+    if attention is None:
+        attention = default_attention(cfg)
     _check("precision", precision, tuple(PRECISIONS))
     _check("method", method, METHODS)
     _check("adapter_dtype", adapter_dtype, ADAPTER_DTYPES)
@@ -295,7 +297,7 @@ def activation_bytes(
     batch: int = 1,
     checkpointing: str = "none",
     precision: str = "bf16",
-    attention: str = "sdpa",
+    attention: str | None = None,
     method: str = "full",
     lora_rank: int = 16,
     targets="q,k,v,o,gate,up,down",
@@ -334,7 +336,7 @@ def training_memory(
     method: str = "full",
     lora_rank: int = 16,
     targets="q,k,v,o,gate,up,down",
-    attention: str = "sdpa",
+    attention: str | None = None,
     adapter_dtype: str = "fp32",
     loss: str = "full",
 ) -> dict[str, int]:
@@ -437,7 +439,7 @@ def training_peak(
     method: str = "full",
     lora_rank: int = 16,
     targets="q,k,v,o,gate,up,down",
-    attention: str = "sdpa",
+    attention: str | None = None,
     adapter_dtype: str = "fp32",
     loss: str = "full",
     optimizer_impl: str = "for-loop",
@@ -500,10 +502,17 @@ def training_peak(
     )
     moments: dict[str, dict[str, int]] = {}
     acts = {"activations of the layers": sum(layers) + shared, "head": head}
-    moments["forward: the loss"] = {
-        **fixed, **acts, "logits and loss": logits,
-        "fp32 logits (the loss's copy)": saved.forward_extra,
-    }  # fmt: skip
+    if loss == "full":
+        moments["forward: the loss"] = {
+            **fixed, **acts, "logits and loss": logits,
+            "fp32 logits (the loss's copy)": saved.forward_extra,
+        }  # fmt: skip
+    else:  # the fused loss computes the LM head's gradient in the forward pass
+        moments["forward: the loss"] = {
+            **fixed, **acts, "logits and loss": logits,
+            "gradients so far": tied_or_lm,
+            "a chunk of logits (the fused loss)": saved.forward_extra,
+        }  # fmt: skip
     if loss == "full":
         moments["backward: the loss"] = {
             **fixed, **acts, "logits and loss": logits,
@@ -515,8 +524,6 @@ def training_peak(
             "gradients so far": tied_or_lm,
             "gradient of the hidden state": resid * tokens * H,
         }  # fmt: skip
-    else:
-        tied_or_lm = g_lm if g_lm else (g_rest if cfg.tie_word_embeddings else 0)
     grads = tied_or_lm
     below = sum(layers)
     for i in reversed(range(L)):
@@ -528,7 +535,7 @@ def training_peak(
             "activations not yet freed": below + shared + layers[i] + rebuilt[i]
             if checkpointing == "full"
             else below + shared + layers[i],
-            "logits held by the output": kept if loss == "full" else logits,
+            "logits held by the output": kept,
             "gradients so far": grads + g_layers[i],
             "the layer's gradient temporaries": temp,
         }
@@ -537,7 +544,7 @@ def training_peak(
     moments["optimizer step"] = {
         **fixed,
         "gradients": all_grads,
-        "logits held by the output": kept if loss == "full" else logits,
+        "logits held by the output": kept,
         "optimizer temporaries": _optimizer_temporaries(
             cfg, optimizer, optimizer_impl, method, lora_rank, targets, s, master
         ),

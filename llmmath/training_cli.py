@@ -2,10 +2,14 @@
 `add_commands`).
 
 ``python -m llmmath train-memory MODEL [--optimizer adamw|adam8bit|adafactor|sgd]
-[--precision fp32|mixed|bf16] [--checkpointing none|selective|full] [--attention
-flash|eager] [--method full|lora|qlora] [--lora-rank R] [--lora-targets q,k,v,o,...]
-[--batch B] [--seq-len T] [--json]``: one training step's memory by item
-(`llmmath.training.training_memory`). Bad arguments exit 2 with one line on stderr.
+[--optimizer-impl for-loop|foreach|fused] [--precision bf16|amp|mixed|fp32]
+[--checkpointing none|selective|full] [--attention sdpa|eager] [--method
+full|lora|qlora] [--lora-rank R] [--lora-targets q,k,v,o,...] [--adapter-dtype
+fp32|bf16] [--loss full|chunked] [--batch B] [--seq-len T] [--gpu NAME] [--json]``:
+the peak of one training step (`llmmath.training.training_peak`), item by item at
+its moment, and the parts at rest (`llmmath.training.training_memory`); with
+``--gpu``, whether the peak fits and the largest batch that does. Bad arguments exit
+2 with one line on stderr.
 """
 
 from __future__ import annotations
@@ -21,75 +25,135 @@ ALL_TARGETS = "q,k,v,o,gate,up,down"
 #: spelled here so that building the parser imports no counting code.
 CHOICES = {
     "--optimizer": (("adamw", "adam8bit", "adafactor", "sgd"), "adamw"),
-    "--precision": (("fp32", "mixed", "bf16"), "mixed"),
+    "--optimizer-impl": (("for-loop", "foreach", "fused"), "for-loop"),
+    "--precision": (("bf16", "amp", "mixed", "fp32"), "bf16"),
     "--checkpointing": (("none", "selective", "full"), "none"),
-    "--attention": (("flash", "eager"), "flash"),
+    "--attention": (("sdpa", "eager"), "sdpa"),
     "--method": (("full", "lora", "qlora"), "full"),
+    "--adapter-dtype": (("fp32", "bf16"), "fp32"),
+    "--loss": (("full", "chunked"), "full"),
 }
+#: The largest batch `train_memory_report` looks for with ``gpu``.
+MAX_BATCH = 1 << 20
 
 
 def train_memory_report(
     name: str,
     cfg: ModelConfig,
     optimizer: str = "adamw",
-    precision: str = "mixed",
+    precision: str = "bf16",
     checkpointing: str = "none",
-    attention: str = "flash",
+    attention: str | None = None,
     method: str = "full",
     lora_rank: int | None = None,
     lora_targets: str | None = None,
     batch: int = 1,
     seq_len: int = 4096,
+    adapter_dtype: str | None = None,
+    loss: str = "full",
+    optimizer_impl: str = "for-loop",
+    gpu: str | None = None,
 ) -> dict:
-    """What ``train-memory --json`` prints: ``"items"`` (weights, gradients, optimizer
-    state, activations; exact int bytes), ``"total_bytes"``, the optimizer's and the
-    activations' own items, and ``"trainable_params"``.
+    """What ``train-memory --json`` prints: ``"peak_bytes"`` (the peak of
+    ``torch.cuda.max_memory_allocated()`` over one step), ``"peak_moment"`` and
+    ``"peak_items"`` (the bytes held then, by item), ``"items"`` (weights,
+    gradients, optimizer state, activations at rest; exact int bytes) with their
+    ``"total_bytes"``, the optimizer's and the activations' own items, and
+    ``"trainable_params"``. With ``gpu`` (a name of `llmmath.gpus.GPUS`):
+    ``"gpu"``, ``"gpu_bytes"``, ``"fits"`` (peak ≤ the GPU's memory) and
+    ``"max_batch"``, the largest batch whose peak fits (0 if none).
 
     Raises:
-        ConfigError: an unknown option, a LoRA option without ``method`` lora or
-        qlora, or a size that is not a positive integer.
+        ConfigError: an unknown option or GPU, a LoRA option without ``method`` lora
+        or qlora, or a size that is not a positive integer.
     """
     from llmmath import training
+    from llmmath.activations import default_attention
 
-    if method == "full" and (lora_rank is not None or lora_targets is not None):
-        raise ConfigError("--lora-rank and --lora-targets apply to --method lora/qlora")
-    if attention not in ("flash", "eager"):
-        raise ConfigError(f"attention must be flash or eager; got {attention!r}")
+    if attention is None:
+        attention = default_attention(cfg)
+    if method == "full" and (
+        lora_rank is not None or lora_targets is not None or adapter_dtype is not None
+    ):
+        raise ConfigError(
+            "--lora-rank, --lora-targets and --adapter-dtype apply to --method "
+            "lora/qlora"
+        )
     rank = 16 if lora_rank is None else lora_rank
     targets = ALL_TARGETS if lora_targets is None else lora_targets
-    flash = attention == "flash"
+    adapters = "fp32" if adapter_dtype is None else adapter_dtype
+
+    def peak(b: int) -> training.TrainingPeak:
+        return training.training_peak(
+            cfg, optimizer, precision, checkpointing, b, seq_len, method, rank,
+            targets, attention, adapters, loss, optimizer_impl,
+        )  # fmt: skip
+
+    top = peak(batch)
     items = training.training_memory(
         cfg, optimizer, precision, checkpointing, batch, seq_len, method, rank,
-        targets, flash,
+        targets, attention, adapters, loss,
     )  # fmt: skip
     state = training.optimizer_state_bytes(
-        cfg, optimizer, precision, method, rank, targets
+        cfg, optimizer, precision, method, rank, targets, adapters
     )
     acts = training.activation_bytes(
-        cfg, seq_len, batch, checkpointing, precision, flash
-    )
+        cfg, seq_len, batch, checkpointing, precision, attention, method, rank,
+        targets, adapters, loss,
+    )  # fmt: skip
     lora = method != "full"
-    return {
+    report = {
         "model": name,
         "optimizer": optimizer,
+        "optimizer_impl": optimizer_impl,
         "precision": precision,
         "checkpointing": checkpointing,
         "attention": attention,
         "method": method,
         "lora_rank": rank if lora else None,
         "lora_targets": targets if lora else None,
+        "adapter_dtype": adapters if lora else None,
+        "loss": loss,
         "batch": batch,
         "seq_len": seq_len,
         "trainable_params": training.lora_params(cfg, rank, targets)
         if lora
         else training.trainable_params(cfg),
+        "peak_bytes": top.peak_bytes,
+        "peak_moment": top.moment,
+        "peak_items": top.items,
         "items": items,
         "total_bytes": sum(items.values()),
         "optimizer_items": state,
         "activation_items": acts,
-        "left_out": "the LM head's logits and loss, temporary buffers, the CUDA "
-        "context and allocator fragmentation",
+        "left_out": "the CUDA context, cuBLAS workspaces and allocator "
+        "fragmentation (not in torch.cuda.max_memory_allocated)",
     }
+    if gpu is not None:
+        from llmmath.gpus import gpu_named
+
+        capacity = gpu_named(gpu).memory
+        report.update(
+            gpu=gpu,
+            gpu_bytes=capacity,
+            fits=top.peak_bytes <= capacity,
+            max_batch=_largest_batch(lambda b: peak(b).peak_bytes <= capacity),
+        )
+    return report
+
+
+def _largest_batch(fits) -> int:
+    """The largest b ≤ `MAX_BATCH` with ``fits(b)`` (the peak grows with b), else 0."""
+    if not fits(1):
+        return 0
+    low, high = 1, 2
+    while high <= MAX_BATCH and fits(high):
+        low, high = high, 2 * high
+    high = min(high, MAX_BATCH + 1)
+    while high - low > 1:  # fits(low), not fits(high) (or past MAX_BATCH)
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low
 
 
 def _train_memory(args: argparse.Namespace) -> int:
@@ -108,19 +172,40 @@ def _train_memory(args: argparse.Namespace) -> int:
         args.lora_targets,
         args.batch,
         args.seq_len,
+        args.adapter_dtype,
+        args.loss,
+        args.optimizer_impl,
+        args.gpu,
     )
     if args.json:
         print(json.dumps(r, indent=2))
         return 0
-    lora = f", rank {r['lora_rank']} on {r['lora_targets']}" if r["lora_rank"] else ""
+    lora = (
+        f", rank {r['lora_rank']} on {r['lora_targets']} ({r['adapter_dtype']} "
+        "adapters)"
+        if r["lora_rank"]
+        else ""
+    )
     lines = [
-        f"{name}: {r['method']}{lora}, {r['optimizer']}, {r['precision']}, "
-        f"checkpointing {r['checkpointing']}, {r['batch']:,} x {r['seq_len']:,} "
-        f"tokens; {r['trainable_params']:,} trainable parameters"
+        f"{name}: {r['method']}{lora}, {r['optimizer']} ({r['optimizer_impl']}), "
+        f"{r['precision']}, checkpointing {r['checkpointing']}, {r['attention']} "
+        f"attention, {r['loss']} loss, {r['batch']:,} x {r['seq_len']:,} tokens; "
+        f"{r['trainable_params']:,} trainable parameters",
+        f"peak of a step ({r['peak_moment']}):",
     ]
-    lines += [f"  {k:<18}{v:>22,} bytes" for k, v in r["items"].items()]
+    lines += [f"  {k:<38}{v:>22,} bytes" for k, v in r["peak_items"].items()]
+    peak = r["peak_bytes"]
+    lines.append(f"  {'peak':<38}{peak:>22,} bytes = {human_bytes(peak)}")
+    lines.append("at rest:")
+    lines += [f"  {k:<38}{v:>22,} bytes" for k, v in r["items"].items()]
     total = r["total_bytes"]
-    lines.append(f"  {'total':<18}{total:>22,} bytes = {human_bytes(total)}")
+    lines.append(f"  {'total':<38}{total:>22,} bytes = {human_bytes(total)}")
+    if "gpu" in r:
+        verdict = "fits" if r["fits"] else "does not fit"
+        lines.append(
+            f"{r['gpu']} ({human_bytes(r['gpu_bytes'])}): the peak {verdict}; "
+            f"largest batch that fits: {r['max_batch']:,}"
+        )
     print("\n".join(lines))
     return 0
 
@@ -129,17 +214,28 @@ def add_commands(sub, command, count, once=None) -> None:
     """Add ``train-memory`` to the subparsers ``sub`` of `llmmath.cli.build_parser`;
     ``command`` adds a MODEL command, ``count`` is the CLI's positive-integer type and
     ``once`` its refuse-twice action."""
+    from llmmath.gpus import GPUS
+
     opt = {"action": once} if once else {}
     t = command(
         "train-memory",
         _train_memory,
-        "training memory: optimizer, precision, checkpointing, LoRA/QLoRA",
-        "Bytes of weights, gradients, optimizer state and activations of one "
-        "training step (llmmath.training).",
+        "training memory: the peak of a step; precision, checkpointing, LoRA/QLoRA",
+        "The peak of one training step of a transformers model in PyTorch, item by "
+        "item at its moment, and the weights, gradients, optimizer state and "
+        "activations at rest (llmmath.training).",
     )
     for flag, (allowed, default) in CHOICES.items():
+        note = {  # None: refused without LoRA; chosen by the model
+            "--adapter-dtype": " (peft's; LoRA/QLoRA)",
+            "--attention": " (eager for soft-capped models, which SDPA refuses)",
+        }.get(flag)
         t.add_argument(
-            flag, choices=allowed, default=default, help=f"default {default}", **opt
+            flag,
+            choices=allowed,
+            default=None if note else default,
+            help=f"default {default}{note or ''}",
+            **opt,
         )
     t.add_argument("--lora-rank", type=count, help="LoRA rank (default 16)", **opt)
     t.add_argument(
@@ -148,4 +244,12 @@ def add_commands(sub, command, count, once=None) -> None:
     t.add_argument("--batch", type=count, default=1, help="sequences (1)", **opt)
     t.add_argument(
         "--seq-len", type=count, default=4096, help="tokens per sequence (4096)", **opt
+    )
+    t.add_argument(
+        "--gpu",
+        choices=tuple(GPUS),
+        metavar="NAME",
+        help="a GPU of the catalogue (llmmath.gpus): whether the peak fits and the "
+        "largest batch that does; " + ", ".join(GPUS),
+        **opt,
     )

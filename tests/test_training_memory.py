@@ -7,14 +7,10 @@ asserted as the exact difference. 8-bit Adam: bitsandbytes' optimizers need a GP
 its layout arithmetic is checked against its documented block size and threshold, and
 the bytes against ``optimizer.state`` of torchao's block-wise AdamW8bit (same layout,
 which runs on the CPU) on every supported type, with its two differences asserted.
-Activations: full checkpointing's kept bytes equal what
-`torch.autograd.graph.saved_tensors_hooks` counts (unique storages, parameters
-excluded) under torch's reentrant checkpoint; the s²-sized softmax output that
-selective checkpointing drops equals the probabilities the reference attention saves;
-without checkpointing, Llama- and GPT-2-style blocks keep the formula's bytes plus an
-exactly stated remainder (eager norms' intermediates, repeat_kv's copies, RoPE's
-tables, the mask). Not checked against torch: the no-checkpointing totals of q/k-norm,
-MoE, MLA, sandwich-norm and softcapped blocks.
+Activations are checked against what autograd saves in transformers' own modules
+(the ones readers train) in tests/test_activations.py and
+tests/test_activations_moe.py, and the peak against an H200 in
+tests/test_training_peak.py (issue 31).
 LoRA: adapters built with plain torch (no peft), their count and Adam state. QLoRA's
 4-bit base: `nf4_bytes` against the tensors of torchao's NF4Tensor, differences stated.
 """
@@ -32,12 +28,13 @@ from llmmath.config import SUPPORTED_MODEL_TYPES, ConfigError, ModelConfig
 from llmmath.modules import build_model
 from llmmath.training import (
     LORA_TARGETS,
-    activation_bytes,
     lora_params,
     nf4_bytes,
     optimizer_state_bytes,
     training_memory,
+    training_peak,
 )
+from llmmath.activations import ATTENTIONS, LOSSES
 from tests.test_modern_architectures import TINY_CONFIGS, tiny
 
 GPT2 = {"model_type": "gpt2", "vocab_size": 50, "n_embd": 16, "n_layer": 2}
@@ -204,7 +201,7 @@ def test_lora_trainable_parameters_and_adam_state(model_type, targets):
     items = training_memory(cfg, "adamw", "fp32", "full", B, T, "lora", rank, targets)
     assert items["gradients"] == 4 * n == sum(p.grad.numel() * 4 for p in trainable)
     base = sum(p.numel() for p in model.parameters() if not p.requires_grad)
-    assert items["weights"] == 2 * base + 4 * n  # bf16 base, fp32 adapters
+    assert items["weights"] == 4 * base + 4 * n  # fp32 base (fp32 model), adapters
 
 
 def test_lora_by_hand():
@@ -213,75 +210,6 @@ def test_lora_by_hand():
     per_layer += 2 * (16 + 24) * 3  # gate, up, down
     assert lora_params(cfg, 2, "q,k,v,o,gate,up,down") == 4 * per_layer
     assert lora_params(cfg, 2, "q,v") == 4 * 2 * (16 + 24 + 16 + 12)
-
-
-def saved_bytes(run, exclude: set[int]) -> tuple[int, list[torch.Tensor]]:
-    """Unique storages' bytes that autograd saves while ``run()`` runs, parameters
-    (storages in ``exclude``) left out; and the saved tensors."""
-    seen, saved = {}, []
-
-    def pack(t):
-        ptr = t.untyped_storage().data_ptr()
-        if ptr not in exclude:
-            seen[ptr] = t.untyped_storage().nbytes()
-            saved.append(t)
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        run()
-    return sum(seen.values()), saved
-
-
-@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
-def test_full_checkpointing_keeps_the_layer_inputs(model_type):
-    from torch.utils.checkpoint import checkpoint
-
-    cfg = config(model_type)
-    model = build_model(cfg, device="cpu")
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    x0 = torch.randn(B, T, cfg.hidden_size, requires_grad=True)
-
-    out = []
-
-    def run():
-        x = x0
-        for layer in model.layers:
-            x = checkpoint(layer, x, use_reentrant=True)
-        out.append(x)
-
-    kept, _ = saved_bytes(run, params)
-    out[0].sum().backward()  # the recomputation runs (outside the count)
-    assert x0.grad is not None
-    predicted = activation_bytes(cfg, T, B, "full", "fp32")
-    assert kept == predicted["layer inputs"] == 4 * cfg.num_hidden_layers * B * T * 16
-
-
-@pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
-def test_selective_drops_the_softmax_output_attention_saves(model_type):
-    cfg = config(model_type)
-    model = build_model(cfg, device="cpu")
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    x = torch.randn(B, T, cfg.hidden_size, requires_grad=True)
-    _, saved = saved_bytes(lambda: [layer(x) for layer in model.layers], params)
-    n_h = cfg.num_attention_heads
-    squares = {  # the (b, n_h, t, t) tensors: probabilities (and softcapped scores)
-        t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
-        for t in saved
-        if tuple(t.shape) == (B, n_h, T, T) and t.is_floating_point()
-    }
-    none = activation_bytes(cfg, T, B, "none", "fp32", flash_attention=False)
-    selective = activation_bytes(cfg, T, B, "selective", "fp32", False)
-    dropped = sum(none.values()) - sum(selective.values())
-    L = cfg.num_hidden_layers
-    assert dropped == L * 4 * B * n_h * T * T
-    # Gemma 2 also saves tanh(s / c) of its softcapped scores, the same size
-    extra = 2 if cfg.attn_logit_softcapping else 1
-    assert sum(squares.values()) == extra * dropped
-
-
-def test_flash_attention_leaves_selective_nothing_to_drop():
-    cfg = config("llama")
-    assert activation_bytes(cfg, 64, 2, "selective") == activation_bytes(cfg, 64, 2)
 
 
 @pytest.mark.parametrize(
@@ -325,9 +253,12 @@ def test_cli_train_memory_json_is_the_functions_answer():
     assert status == 0
     r = json.loads(out)
     cfg = presets.load("llama-3-8b")
-    expected = training_memory(cfg, "adam8bit", "mixed", "none", 1, 4096, "qlora", 64,
+    expected = training_memory(cfg, "adam8bit", "bf16", "none", 1, 4096, "qlora", 64,
                                "q,v")  # fmt: skip
     assert r["items"] == expected and r["total_bytes"] == sum(expected.values())
+    peak = training_peak(cfg, "adam8bit", "bf16", "none", 1, 4096, "qlora", 64, "q,v")
+    assert r["peak_bytes"] == peak.peak_bytes == sum(r["peak_items"].values())
+    assert r["peak_moment"] == peak.moment and r["adapter_dtype"] == "fp32"
     # by hand: 32 layers x 64 x ((4096 + 4096) + (4096 + 1024)) adapters
     assert r["trainable_params"] == 32 * 64 * (8192 + 5120) == 27_262_976
 
@@ -335,7 +266,13 @@ def test_cli_train_memory_json_is_the_functions_answer():
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--lora-rank", "8"], "--lora-rank and --lora-targets apply to"),
+        (["--lora-rank", "8"], "--lora-rank, --lora-targets and --adapter-dtype"),
+        (
+            ["--adapter-dtype", "bf16"],
+            "--lora-rank, --lora-targets and --adapter-dtype",
+        ),
+        (["--gpu", "h100"], "invalid choice"),
+        (["--loss", "fused"], "invalid choice"),
         (["--method", "lora", "--lora-targets", "q,q"], "each be given once"),
         (["--method", "qlora", "--lora-targets", ""], "a LoRA target must be one of"),
         (["--optimizer", "sgd", "--optimizer", "sgd"], "given twice"),
@@ -356,40 +293,11 @@ def test_cli_choices_are_the_modules():
     assert CHOICES["--precision"][0] == tuple(training.PRECISIONS)
     assert CHOICES["--checkpointing"][0] == training.CHECKPOINTING
     assert CHOICES["--method"][0] == training.METHODS
+    assert CHOICES["--adapter-dtype"][0] == training.ADAPTER_DTYPES
+    assert CHOICES["--optimizer-impl"][0] == training.OPTIMIZER_IMPLS
+    assert CHOICES["--attention"][0] == ATTENTIONS
+    assert CHOICES["--loss"][0] == LOSSES
     assert ALL_TARGETS == ",".join(training.LORA_TARGETS)
-
-
-#: The types whose block is Llama's or GPT-2's (no q/k norms, experts, latent
-#: attention, sandwich norms or softcapping): their difference is stated exactly.
-PLAIN_BLOCKS = ["llama", "mistral", "qwen2", "minimind", "gemma", "phi3", "gpt2"]
-
-
-@pytest.mark.parametrize("model_type", PLAIN_BLOCKS)
-def test_no_checkpointing_against_saved_tensors(model_type):
-    """A plain pre-norm block in fp32, eager attention: what autograd keeps is the
-    formula plus, per layer, exactly what the reference modules save beyond it: each
-    eager RMSNorm's rsqrt (b·t) and x·rsqrt (b·t·H), or each LayerNorm's
-    sqrt(var + eps) (b·t), x − mean and its quotient (2·b·t·H); `repeat_kv`'s K and V
-    copies n_h·d_h wide instead of n_kv·d_h; RoPE's cos and sin for q and for k
-    (4 × t·d_h); and the causal mask (t² booleans)."""
-    cfg = config(model_type)
-    model = build_model(cfg, device="cpu")
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    x = torch.randn(B, T, cfg.hidden_size, requires_grad=True)
-
-    def run():
-        h = x
-        for layer in model.layers:
-            h = layer(h)
-
-    kept, _ = saved_bytes(run, params)
-    formula = sum(activation_bytes(cfg, T, B, "none", "fp32", False).values())
-    H, d_h = cfg.hidden_size, cfg.head_dim
-    q, kv = cfg.num_attention_heads * d_h, cfg.num_key_value_heads * d_h
-    norm = 4 * B * T + (4 if cfg.norm_type == "rmsnorm" else 8) * B * T * H
-    rope = 4 * 4 * T * d_h if cfg.position_embedding_type == "rope" else 0
-    per_layer = 2 * norm + 2 * 4 * B * T * (q - kv) + rope + T * T
-    assert kept - formula == cfg.num_hidden_layers * per_layer
 
 
 def _adam8bit():
