@@ -44,6 +44,214 @@ def test_measure_small_model_in_seconds(capsys):
 
 
 def test_measure_refuses_a_large_model(capsys):
-    assert main(["measure", "llama-3-8b"]) == 2
+    assert main(["measure", "llama-3-8b", "--device", "cpu"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "parameters" in err
+
+
+# --- the CUDA path (issue 32), run on the CPU -----------------------------------------
+#
+# `measure` on CUDA runs a static-cache decode step eager and as a CUDA graph. Every
+# function of that path takes a device; here it runs on the CPU, with `cpu_probe` in
+# place of the four calls that need CUDA (its "graph" is the step itself). What only a
+# GPU can show (the graph's speed-up, the bandwidth attained) is not asserted.
+
+SHRUNK = dict(
+    hidden_size=64,
+    intermediate_size=96,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    num_hidden_layers=2,
+    vocab_size=50,
+)
+
+
+def _shrunk(name, **changes):
+    return presets.load(name).replace(**{**SHRUNK, **changes})
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        _shrunk("llama-3.2-1b"),  # tied head, Llama 3's RoPE scaling, GQA
+        _shrunk("qwen2.5-0.5b"),  # q, k, v biases
+        _shrunk("qwen3-0.6b"),  # q and k norms per head
+        _shrunk("phi-3-mini-4k", sliding_window=None),  # fused qkv and gate-up
+        _shrunk("llama-2-7b", num_key_value_heads=4),  # MHA
+    ],
+    ids=["llama-3.2", "qwen2.5", "qwen3", "phi-3", "mha"],
+)
+def test_static_step_gives_the_models_logits(cfg):
+    """`static_forward` over a `StaticCache` (SDPA over the whole padded cache, keys
+    written in place) equals `DecoderLM` with its growing `KVCache`: a prefill of 7
+    tokens for 2 sequences, then three greedy steps of `decode_step_fn`."""
+    torch = pytest.importorskip("torch")
+    from llmmath.measure import StaticCache, decode_step_fn, static_forward
+    from llmmath.modules import build_model
+
+    model = build_model(cfg, device="cpu", seed=0).eval()
+    ids = torch.randint(
+        0, cfg.vocab_size, (2, 7), generator=torch.Generator().manual_seed(1)
+    )
+    with torch.no_grad():
+        ref_cache = model.new_cache()
+        ref = model(ids, ref_cache)
+        cache = StaticCache(cfg, 2, 12, "cpu", torch.float32)
+        torch.testing.assert_close(
+            static_forward(model, cache, ids, torch.arange(7)), ref[:, -1:]
+        )
+        token = ref[:, -1:].argmax(-1)
+        position = torch.full((1,), 7)
+        step = decode_step_fn(model, cache, token.clone(), position)
+        for n in range(3):
+            ref = model(token, ref_cache)
+            torch.testing.assert_close(step(), ref)
+            token = ref.argmax(-1)
+            assert position.item() == 8 + n
+    n_kv = cfg.num_key_value_heads  # L·(K, V)·b·n_kv·12 tokens·d_h, fp32:
+    assert cache.nbytes() == 2 * 2 * 2 * n_kv * 12 * 16 * 4
+
+
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("mixtral-8x7b", "mixture of experts"),
+        ("deepseek-v3", "latent attention"),
+        ("mistral-7b-v0.1", "sliding-window"),
+        ("gpt2", "learned positions"),
+    ],
+)
+def test_static_step_refuses_what_a_graph_cannot_replay(name, reason):
+    from llmmath.measure import static_step_refusal
+
+    assert reason in static_step_refusal(presets.load(name))
+    assert static_step_refusal(presets.load("llama-3-8b")) is None
+
+
+def test_dominant_cost_from_the_h200_figures():
+    """Llama-3-8B on the H200 (`llmmath.measured`): eager 59 ms, graph 10.2 ms, the
+    roofline 3.24 ms at 4.8 TB/s: launch overhead dominates; with the launches gone,
+    the graph's 3.2 times the roofline names the kernels."""
+    from llmmath import measured
+    from llmmath.gpus import GPUS
+    from llmmath.measure import KERNEL_RATIO, LAUNCH_RATIO, dominant_cost
+    from llmmath.roofline import decode_step
+
+    m = measured.inference_h200()["llama-3-8b_bf16"]
+    eager = m["decode_eager_batch1_ctx4096_seconds_median"]
+    graph = m["decode_cuda_graph_static_cache_batch1_ctx4096_seconds_median"]
+    roof = decode_step(presets.load("llama-3-8b"), GPUS["H200-SXM-141GB"], 1, 4096)
+    assert round(roof.seconds * 1e3, 2) == 3.24
+    name, why = dominant_cost(eager, graph, roof.seconds)
+    assert name == "launch overhead" and f"{eager / graph:.1f} times" in why
+    assert eager >= LAUNCH_RATIO * graph
+    name, why = dominant_cost(graph, graph, roof.seconds)
+    assert name == "the kernels" and f"{graph / roof.seconds:.1f} times" in why
+    assert dominant_cost(1.2, 1.0, 1.0 / KERNEL_RATIO * 1.01)[0] == "none"
+
+
+def _fake_gpu(monkeypatch, free_bytes):
+    """``measure --device cuda`` on the CPU: CUDA reported present, `cpu_probe` with
+    ``free_bytes`` in place of the GPU's calls."""
+    from llmmath import measure
+
+    monkeypatch.setattr(measure, "cuda_available", lambda: True)
+    monkeypatch.setattr(measure, "cuda_probe", lambda: measure.cpu_probe(free_bytes))
+
+
+def test_cuda_refuses_what_does_not_fit_in_free_memory(monkeypatch, capsys):
+    """The default CUDA model, Llama-3.2-1B in bf16, with 1 GB free: one line with
+    what it needs, by hand: 2 bytes per parameter, the cache of 4096 + 32 tokens, and
+    the prefill workspace (fp32 scores and probabilities, three FFN activations, the
+    last logits)."""
+    pytest.importorskip("torch")
+    from llmmath.measure import CUDA_CONTEXT, CUDA_STEPS, needed_bytes
+
+    _fake_gpu(monkeypatch, 10**9)
+    assert main(["measure", "--device", "cuda"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    T, n = CUDA_CONTEXT + CUDA_STEPS, 1_235_814_400
+    need = 2 * n + 2 * 16 * 8 * 64 * 2 * T
+    need += 2 * 4 * 32 * CUDA_CONTEXT * T + 3 * 2 * CUDA_CONTEXT * 8192 + 4 * 128256
+    cfg = presets.load("llama-3.2-1b")
+    assert sum(needed_bytes(cfg, "bf16", 1, T, CUDA_CONTEXT).values()) == need
+    assert f"needs {need / 1e9:,.2f} GB on cpu" in err and "1.00 GB is free" in err
+
+
+def test_cuda_without_a_gpu_is_one_line(monkeypatch, capsys):
+    from llmmath import measure
+
+    pytest.importorskip("torch")
+    monkeypatch.setattr(measure, "cuda_available", lambda: False)
+    assert main(["measure", "--device", "cuda"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "no CUDA GPU" in err
+
+
+def test_cuda_refuses_a_mixture_of_experts_in_one_line(monkeypatch, capsys):
+    pytest.importorskip("torch")
+    _fake_gpu(monkeypatch, 2**40)
+    assert main(["measure", "mixtral-8x7b", "--device", "cuda"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "mixture of experts" in err
+
+
+def test_cuda_report_fields(monkeypatch, capsys, write_config):
+    """The whole CUDA report of a tiny model, run on the CPU: every field, the
+    roofline's bytes and seconds recomputed from the measured rates, and the shares
+    from the timings."""
+    pytest.importorskip("torch")
+    from llmmath import measure
+    from llmmath.config import ModelConfig
+    from llmmath.roofline import GPU, decode_step, prefill_step
+
+    _fake_gpu(monkeypatch, 2**40)
+    monkeypatch.setattr(measure, "CUDA_CONTEXT", 24)
+    monkeypatch.setattr(measure, "CUDA_STEPS", 4)
+    raw = {
+        "model_type": "llama",
+        "vocab_size": 64,
+        "hidden_size": 32,
+        "intermediate_size": 48,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    }
+    path = write_config(raw)
+    assert main(["measure", str(path), "--device", "cuda", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    d = r["cuda"]
+    assert (r["prompt_tokens"], r["new_tokens"], d["batch"]) == (24, 4, 1)
+    assert d["device_name"] == "cpu" and d["dtype"] == "bf16"
+    assert r["decode_tokens_per_s"] == d["decode_tokens_per_s"]
+    assert r["left_out"] == list(measure.LEFT_OUT_CUDA)
+    cfg = ModelConfig.from_hf_config(raw)
+    machine = GPU("m", d["matmul_flops_per_s"], d["bandwidth_bytes_per_s"], 0, "")
+    dec = decode_step(cfg, machine, 1, 24, "bf16", "bf16")
+    pre = prefill_step(cfg, machine, 24, 1, "bf16", "bf16")
+    s = d["decode_step_seconds"]
+    assert d["decode_bytes_read"] == dec.bytes
+    # bf16: the blocks (q, o: H·H; k, v: H·n_kv·d_h; three FFN matrices; two norms),
+    # the final norm, the LM head, one embedding row; and the cache of 24 tokens
+    blocks = 2 * (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 48 + 2 * 32)
+    assert dec.bytes == 2 * (blocks + 32 + 64 * 32 + 32) + 2 * 2 * 16 * 24 * 2
+    assert s["roofline"] == pytest.approx(dec.seconds, rel=1e-12)
+    assert d["decode_tokens_per_s"]["predicted"] == pytest.approx(1 / dec.seconds)
+    assert d["prefill_tokens_per_s"]["predicted"] == pytest.approx(24 / pre.seconds)
+    for way in ("eager", "graph"):
+        share = dec.bytes / s[way] / d["bandwidth_bytes_per_s"]
+        assert d["bandwidth_share"][way] == pytest.approx(share, rel=1e-12)
+        assert math.isfinite(s[way]) and s[way] > 0
+    assert d["decode_tokens_per_s"]["measured"] == pytest.approx(1 / s["graph"])
+    assert d["decode_tokens_per_s"]["eager"] == pytest.approx(1 / s["eager"])
+    assert 0 < d["prefill_flops_share"] and d["dominant_cost"] in (
+        "launch overhead",
+        "the kernels",
+        "none",
+    )
+    assert set(d["needed_bytes"]) == {"weights", "kv_cache", "workspace"}
+    assert d["needed_bytes"]["weights"] == 2 * (blocks + 32 + 2 * 64 * 32)
+    text = measure.format_report(r)
+    assert "graph" in text and "eager" in text and "dominant left-out cost" in text
