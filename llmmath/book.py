@@ -3,7 +3,10 @@
 Every helper here is plumbing, not a formula: the numbers come from the rest of
 ``llmmath``. Each docstring names the chapters that use it. IPython, tabulate and
 ``torch`` are imported inside the functions that need them, so ``import llmmath.book``
-stays light; myst-nb is never imported (`glue` writes its output format).
+stays light; myst-nb is never imported (`glue` writes its output format). A value
+whose words depend on the page's language (a count in words, a list, a date) is glued
+with `glue_count`, `glue_list` or `glue_date`, which store its spec for the Chinese
+edition (`llmmath.localize`); numbers and percentages read the same in both.
 """
 
 from __future__ import annotations
@@ -21,9 +24,13 @@ __all__ = [
     "TERMS",
     "Table",
     "glue",
+    "glue_count",
+    "glue_date",
     "glue_float",
     "glue_int",
+    "glue_list",
     "glue_pct",
+    "glue_spec",
     "glue_str",
     "measured_terms",
     "preset_names",
@@ -113,6 +120,51 @@ def glue_pct(key: str, x: float, digits: int = 2) -> None:
     Used by chapter 2 (the vocabulary's share of the parameters).
     """
     glue_str(key, f"{x:.{digits}%}")
+
+
+def glue_spec(key: str, spec: dict[str, Any]) -> None:
+    """Glue a value whose words depend on the page's language, for ``{glue:text}`key```.
+
+    ``spec`` says what the value is (`llmmath.localize.render`); the glued
+    ``text/plain`` is its English text, and the spec itself is stored beside it under
+    `llmmath.localize.MIME`, from which the Chinese build writes the Chinese text. Used
+    by `glue_count`, `glue_list` and `glue_date`.
+    """
+    from IPython.display import display as ipy_display
+
+    from llmmath.localize import MIME, render
+
+    bundle = {"text/plain": repr(render(spec, "en")), MIME: spec}
+    ipy_display(
+        {GLUE_PREFIX + mime: value for mime, value in bundle.items()},
+        raw=True,
+        metadata={"scrapbook": dict(name=key, mime_prefix=GLUE_PREFIX)},
+    )
+
+
+def glue_count(key: str, n: int, capital: bool = False) -> None:
+    """Glue a count that English writes as a word ("four models"; ``capital`` for the
+    start of a sentence, "Four") and Chinese in digits (4 个模型). Used by chapter 1."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(
+            f"glue_count({key!r}, ...) needs an int, got {type(n).__name__}"
+        )
+    glue_spec(key, {"count": int(n), "capital": capital})
+
+
+def glue_list(key: str, items: Iterable[Any], conj: str = "and") -> None:
+    """Glue a list of names or numbers: "A, B and C" in English, "A、B 和 C" in
+    Chinese (``conj="or"``: "A, B or C", "A、B 或 C"; ``""``: "32, 64, 4, 0" and
+    "32、64、4、0"). Items are written with ``str``. Used by chapters 1, 4, 7b and 13
+    and the errata appendix."""
+    glue_spec(key, {"list": [str(item) for item in items], "conj": conj})
+
+
+def glue_date(key: str, date: Any) -> None:
+    """Glue a date (a ``datetime.date``, or ``"YYYY-MM"`` for a month): "18 April
+    2024" or "July 2024" in English, "2024 年 4 月 18 日" or "2024 年 7 月" in
+    Chinese. Used by the errata appendix."""
+    glue_spec(key, {"date": date if isinstance(date, str) else date.isoformat()})
 
 
 _NONZERO = re.compile(r"[1-9]|inf|nan")

@@ -15,6 +15,10 @@ work for this book:
   message as notebook JSON and fails (``NotJSONError``). The messages are MyST Markdown,
   so `publish_msgstr` parses them with MyST-Parser's parser instead, with the same
   settings (roles such as ``{glue:text}`` and ``{cite:p}`` included).
+- **Glued words in the page's language.** A value glued with a spec (a count, a list,
+  a date: `llmmath.localize`) is written in the build's language before the page's
+  messages are parsed (`localize_glue`): "Four" and "A, B and C" on the English page
+  are 4 and "A、B 和 C" on the Chinese one.
 - **Where each edition lives.** English is the site's root; a translation is built
   into ``<root>/<folder>/`` (``zh/`` for ``zh_CN``, see `FOLDERS`), and every page of
   each edition has a language switch that leads to the same page in the other one
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections import Counter
 from pathlib import Path
 
 #: The languages of the book → the folder of the site each edition is served from
@@ -86,6 +91,7 @@ def _message_parser(app):
 
             renderer = _RENDERERS.get(app.env.docname)
             if renderer is not None:
+                localize_glue(renderer, language_of(app.config))
                 document["nb_renderer"] = renderer
             try:
                 # The domains' roles ({doc}, {ref}, {numref}…), as for the page.
@@ -97,6 +103,22 @@ def _message_parser(app):
     parser = MessageParser()
     parser.set_application(app)
     return parser
+
+
+def localize_glue(renderer, language: str) -> None:
+    """Write the page's glued specs (`llmmath.localize`) in ``language``: each glued
+    value stored with a spec gets the spec's text in the build's language as its
+    ``text/plain``, which ``{glue:text}`` shows. Done once per page, before its first
+    translated message is parsed; the English build keeps the stored English text."""
+    from llmmath.localize import MIME, render
+
+    if language == "en" or getattr(renderer, "llmmath_language", None) == language:
+        return
+    for record in renderer.renderer.nb_client.glue_data.values():
+        spec = record["data"].get(MIME)
+        if spec is not None:
+            record["data"]["text/plain"] = repr(render(dict(spec), language))
+    renderer.llmmath_language = language
 
 
 def publish_msgstr(app, source, source_path, source_line, config, settings):
@@ -365,25 +387,38 @@ def setup(app) -> dict:
 # The catalogues: what a translation must keep, and the translators' tools.
 
 
-#: What a message must carry over unchanged, in the same order: a role (by name, and
-#: for a cross-reference by target only, since its title may be translated), a code
-#: span, a math span, a link's target, a web address and every number written in
-#: digits. Titles of links and of ``{doc}``/``{ref}`` roles are free.
+#: What a message must carry over unchanged (as a multiset: a translation puts them
+#: where its own word order wants them): a role (by name, and for a cross-reference by
+#: target only, since its title may be translated), a code span, a math span, a link's
+#: target, a web address and every number written in digits. Titles of links and of
+#: ``{doc}``/``{ref}`` roles are free. An English month beside a day or a year is its
+#: number ("18 April 2024" keeps 18, 4 and 2024: 2024 年 4 月 18 日).
 INVARIANT = re.compile(
     r"\{(?P<role>[a-z][\w:+-]*)\}`(?P<body>[^`]*)`"
     r"|(?P<code>(?P<ticks>`+)[^`].*?(?P=ticks))"
     r"|(?P<math>\$\$.+?\$\$|\$[^$]+\$)"
     r"|\]\((?P<link>[^)\s]+)\)"
     r"|(?P<url>https?://[^\s)>\]]+)"
-    r"|(?P<number>(?<![\w.])\d+(?:[.,]\d+)*)"
+    r"|(?P<month>(?<=\d )(?:MONTHS)\b|\b(?:MONTHS)(?= \d{4}\b))"
+    r"|(?P<number>(?<![\w.])\d+(?:[.,]\d+)*)".replace(
+        "MONTHS",
+        "January|February|March|April|May|June|July|August|September|October"
+        "|November|December",
+    )
 )
+#: The English months, January first (an invariant month is its number).
+MONTHS = (
+    "January February March April May June July August September October November "
+    "December"
+).split()
 #: Roles whose body may be "title <target>": only the target must stay.
 TITLED_ROLES = {"doc", "ref", "numref", "term", "download"}
 
 
 def invariants(message: str) -> list[str]:
-    """The parts of a message a translation keeps as they are, in order (`INVARIANT`):
-    ``["glue:text:llama_total", "math:$H$", "number:4096", …]``."""
+    """The parts of a message a translation keeps as they are, in the message's order
+    (`INVARIANT`): ``["glue:text:llama_total", "math:$H$", "number:4096", …]``; an
+    English month of a date is its number (``"number:4"`` for April)."""
     found = []
     for match in INVARIANT.finditer(message):
         kind = match.lastgroup if match.lastgroup != "ticks" else "code"
@@ -395,6 +430,8 @@ def invariants(message: str) -> list[str]:
             found.append(f"{role}:{body}")
         elif match.group("code"):
             found.append(f"code:{match.group('code')}")
+        elif match.group("month"):
+            found.append(f"number:{MONTHS.index(match.group('month')) + 1}")
         else:
             found.append(f"{kind}:{match.group(kind)}")
     return found
@@ -420,7 +457,8 @@ def markup(message: str) -> list[str]:
 
 def check_message(msgid: str, msgstr: str, fuzzy: bool = False) -> list[str]:
     """What is wrong with one translated message: ``[]`` when it is complete, not
-    fuzzy, keeps every invariant of its English source in order (`invariants`) and
+    fuzzy, keeps every invariant of its English source (`invariants`: the same parts,
+    each as often, in whatever order the translation's word order puts them) and
     renders the same inline markup (`markup`)."""
     if not msgstr.strip():
         return ["untranslated"]
@@ -431,14 +469,13 @@ def check_message(msgid: str, msgstr: str, fuzzy: bool = False) -> list[str]:
             f"{sorted(markup(msgstr))} translated (is a ** or * beside full-width "
             "punctuation? put a space outside it, or move the punctuation out)"
         )
-    source, translated = invariants(msgid), invariants(msgstr)
+    source, translated = Counter(invariants(msgid)), Counter(invariants(msgstr))
     if source != translated:
-        missing = [part for part in source if part not in translated]
-        extra = [part for part in translated if part not in source]
+        missing = sorted((source - translated).elements())
+        extra = sorted((translated - source).elements())
         detail = (
             f"missing {missing}" if missing else "",
             f"added {extra}" if extra else "",
-            "" if missing or extra else "the same parts in another order",
         )
         problems.append(
             "keeps its {roles}, math, code, links and numbers differently: "

@@ -196,4 +196,6 @@ def test_errata_entries_for_items_1_and_2():
     g = glued(ERRATA)
     assert g["b_v3_active"] == f"{ACTIVE:,}" and g["b_v3_gap_b"] == "0.85"
     assert g["b_cache_ratio"] == "0.71"
-    assert g["t_book_2"].startswith("70,272 B against 98,304 B per token, 0.71 times")
+    assert (g["b_v3_cache"], g["b_q3_cache"]) == ("70,272", "98,304")
+    cell = "{glue:text}`b_v3_cache` B against {glue:text}`b_q3_cache` B per token"
+    assert cell in text
