@@ -455,10 +455,28 @@ def markup(message: str) -> list[str]:
     ]
 
 
-def check_message(msgid: str, msgstr: str, fuzzy: bool = False) -> list[str]:
+#: A path into the English reader editions (``editions/en/``): a translation names its
+#: own edition's folder there (``editions/zh/``), in code and links alike.
+EDITION_PATH = re.compile(r"\beditions/en\b")
+
+
+def own_edition(parts: list[str], language: str | None) -> list[str]:
+    """The English message's protected ``parts`` as a translation into ``language``
+    must keep them: a path into the English reader editions names the translation's
+    own (`EDITION_PATH`); everything else is unchanged."""
+    folder = FOLDERS.get(language or "")
+    if not folder:
+        return parts
+    return [EDITION_PATH.sub(f"editions/{folder}", part) for part in parts]
+
+
+def check_message(
+    msgid: str, msgstr: str, fuzzy: bool = False, language: str | None = "zh_CN"
+) -> list[str]:
     """What is wrong with one translated message: ``[]`` when it is complete, not
     fuzzy, keeps every invariant of its English source (`invariants`: the same parts,
-    each as often, in whatever order the translation's word order puts them) and
+    each as often, in whatever order the translation's word order puts them; a path
+    into the English reader editions names ``language``'s own, `own_edition`) and
     renders the same inline markup (`markup`)."""
     if not msgstr.strip():
         return ["untranslated"]
@@ -469,7 +487,8 @@ def check_message(msgid: str, msgstr: str, fuzzy: bool = False) -> list[str]:
             f"{sorted(markup(msgstr))} translated (is a ** or * beside full-width "
             "punctuation? put a space outside it, or move the punctuation out)"
         )
-    source, translated = Counter(invariants(msgid)), Counter(invariants(msgstr))
+    source = Counter(own_edition(invariants(msgid), language))
+    translated = Counter(invariants(msgstr))
     if source != translated:
         missing = sorted((source - translated).elements())
         extra = sorted((translated - source).elements())
@@ -491,11 +510,16 @@ def check_catalogue(path) -> list[str]:
 
     with open(path, "rb") as handle:
         catalogue = read_po(handle)
+    # locales/<language>/LC_MESSAGES/<page>.po, a page may be in a folder
+    folders = [folder.name for folder in Path(path).resolve().parents]
+    messages = folders.index("LC_MESSAGES") if "LC_MESSAGES" in folders else None
+    language = folders[messages + 1] if messages is not None else None
     problems = []
     for message in catalogue:
         if not message.id:
             continue
-        for problem in check_message(message.id, message.string, message.fuzzy):
+        found = check_message(message.id, message.string, message.fuzzy, language)
+        for problem in found:
             problems.append(f"{path}: {problem}: {message.id[:70]!r}")
     return problems
 

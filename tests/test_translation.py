@@ -209,6 +209,8 @@ def test_chinese_search_segments_words(site):
         ),
         ("On 18 April 2024.", "2024 年 18 日。", "missing"),
         ("In 2023.", "2023 年 2 月。", "added"),
+        # a path into the reader editions names the translation's own
+        ("Binder opens `editions/en/`.", "Binder 打开 `editions/en/`。", "missing"),
         ("A {glue:text}`a`.", "一个 {glue:text}`c`。", "missing"),
         ("Two heads: $n_h = 2$.", "2 个头：$n_h = 2$。", "added"),
         ("It has 32 layers.", "它有 三十二 层。", "missing"),
@@ -247,6 +249,11 @@ def test_the_checker_catches(english, chinese, problem):
         # an English month of a date is its number
         ("Dated 27 February 2023.", "日期为 2023 年 2 月 27 日。"),
         ("Published in July 2024.", "发表于 2024 年 7 月。"),
+        ("Binder opens `editions/en/`.", "Binder 打开 `editions/zh/`。"),
+        (
+            "Run `make lab LAB_START=editions/en`.",
+            "运行 `make lab LAB_START=editions/zh`。",
+        ),
     ],
 )
 def test_the_checker_accepts(english, chinese):
