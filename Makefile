@@ -59,17 +59,19 @@ browser:
 	then echo "installed $$($(CHROMIUM) --version 2>/dev/null)"; \
 	else echo "note: could not install chromium + chromium-driver with apt-get; tests/test_browser.py will skip (fail under CI)"; fi
 
-# Coursework grading runs each handed-in sheet in Debian's bubblewrap (bwrap); installed the same
-# way when missing. Without it the sandbox tests skip, or fail when CI is set.
+# Coursework grading runs each handed-in sheet in Debian's bubblewrap (bwrap), under a seccomp
+# filter that libseccomp (Debian's libseccomp2, through pyseccomp) builds; both installed the
+# same way when missing. Without them the sandbox tests skip, or fail when CI is set.
 sandbox:
-	@if command -v bwrap >/dev/null; then exit 0; fi; \
+	@if command -v bwrap >/dev/null && { ldconfig -p 2>/dev/null || /sbin/ldconfig -p; } \
+	  | grep -q 'libseccomp\.so\.2'; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
-	else echo "note: cannot install bubblewrap (not root, no sudo); sandbox tests will skip (fail under CI)"; exit 0; fi; \
+	else echo "note: cannot install bubblewrap and libseccomp2 (not root, no sudo); sandbox tests will skip (fail under CI)"; exit 0; fi; \
 	if command -v apt-get >/dev/null \
 	  && $$SUDO apt-get update -qq \
-	  && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; \
-	then echo "installed $$(bwrap --version)"; \
-	else echo "note: could not install bubblewrap with apt-get; sandbox tests will skip (fail under CI)"; fi
+	  && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap libseccomp2 >/dev/null; \
+	then echo "installed $$(bwrap --version) and libseccomp2"; \
+	else echo "note: could not install bubblewrap and libseccomp2 with apt-get; sandbox tests will skip (fail under CI)"; fi
 
 # The translations' gettext catalogues (llmmath/translation.py): Sphinx's gettext builder
 # extracts every message of the book into _build/gettext/*.pot, and sphinx-intl merges them

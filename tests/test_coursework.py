@@ -1105,7 +1105,7 @@ def test_grading_refuses_without_a_sandbox_unless_unsafe(tmp_path):
         ("try:\n    1 / 0\nexcept ZeroDivisionError as sheet:\n    pass", "sheet"),
         ("(sheet := None)", "sheet"),
         ("for sheet in []:\n    pass", "sheet"),
-        ("from llmmath.coursework import Sheet", "Sheet"),
+        ("from llmmath.coursework import problem as Sheet", "Sheet"),
         ("import llmmath as sheet", "sheet"),
         ("setattr(sheet, 'check', print)", "sheet (setattr)"),
         ("delattr(Sheet.check, 'x')", "Sheet.check (delattr)"),
@@ -1395,7 +1395,6 @@ def test_finding_11_messages_and_minor_cheats(hostile_class):
     )
     assert grades["huge2", "2"] == ("right", "")
     assert "rebinds `sheet (an annotation)`" in grades["annot", "1"][1]
-    assert "uses IPython's `In`" in grades["annot", "1"][1]
     assert "calls `exec`" in grades["execer", "1"][1]
     # the forged record (no token) is ignored: the real answer, 0, is judged
     assert grades["forger", "1"][0] == "wrong"

@@ -1,14 +1,17 @@
 """Inside the sandbox: run one grading notebook with nbval and report each cell.
 
 ``python -m llmmath.coursework._runner SHEET --cell-timeout S --cpu S --memory-mb M
---file-mb F --processes P`` reads, from its standard input, a line with the run's
-secret token and then the grading notebook, which it writes to SHEET. It makes itself
-undumpable (so the kernel, its child, can neither read the token from its memory
-nor open its file descriptors), sets the resource limits (inherited by the kernel,
-before any student code runs), sends its own output and the kernel's to /dev/null,
-and runs ``pytest --nbval-lax`` on SHEET with `llmmath.coursework._capture`, which
-writes one ``LLMMATH-CELL <token> {json}`` line per cell to the grader. The grader
-trusts only the answer values in lines that carry the token.
+--file-mb F --processes P --input-fd I --records-fd R`` reads, from descriptor I, a
+line with the run's secret token and then the grading notebook, which it writes to
+SHEET. It makes itself undumpable (so no process of the sheet can read the token from
+its memory, open its file descriptors through ``/proc`` or trace it), closes I, keeps R
+from every process it starts, sets the resource limits (inherited by the kernel, before
+any student code runs), sends its own output and the kernel's to /dev/null, and runs
+``pytest --nbval-lax`` on SHEET with `llmmath.coursework._capture`, which writes one
+``LLMMATH-CELL <token> {json}`` line per cell to R. The grader (`llmmath.coursework.
+sandbox.Launch`) holds the other ends of I and R, and no process of the sheet can open
+either: bwrap's init closes them, and the sheet's processes are neither the runner nor
+its parent. The grader trusts only the answer values in lines that carry the token.
 
 ``python -m llmmath.coursework._runner --check`` is the grader's pre-flight: it imports
 everything a run needs and exits 0, or prints the error on stderr and exits 1."""
@@ -69,22 +72,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-mb", type=int, default=4096)
     parser.add_argument("--file-mb", type=int, default=64)
     parser.add_argument("--processes", type=int, default=256)
+    parser.add_argument("--input-fd", type=int, default=0)
+    parser.add_argument("--records-fd", type=int, default=1)
     args = parser.parse_args(argv)
     if args.check or args.sheet is None:
         return check()
     _undumpable()
-    stdin = sys.stdin.buffer
-    token = stdin.readline().decode("ascii", "replace").strip()
+    os.set_inheritable(args.records_fd, False)
+    with os.fdopen(args.input_fd, "rb", closefd=args.input_fd > 2) as given:
+        token = given.readline().decode("ascii", "replace").strip()
+        notebook = given.read()
     sheet = Path(args.sheet)
     sheet.parent.mkdir(parents=True, exist_ok=True)
-    sheet.write_bytes(stdin.read())
+    sheet.write_bytes(notebook)
     _limit(resource.RLIMIT_CPU, args.cpu)
     _limit(resource.RLIMIT_AS, args.memory_mb << 20)
     _limit(resource.RLIMIT_FSIZE, args.file_mb << 20)
     _limit(resource.RLIMIT_CORE, 0)
     _limit(resource.RLIMIT_NPROC, args.processes)
 
-    out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    out = os.fdopen(os.dup(args.records_fd), "w", buffering=1, encoding="utf-8")
+    if args.records_fd > 2:
+        os.close(args.records_fd)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)

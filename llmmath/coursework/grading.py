@@ -7,6 +7,9 @@ counts, and no sheet can stop, slow or change the grading of another.
    ``<student>.ipynb`` or ``<student>/<chapter>.ipynb`` (see `NAMING_RULE`) are read;
    links, devices, other files and deeper folders are listed in the report as
    *unreadable* and never opened. Nothing in the folder is imported or run as it is.
+   Every entry of the folder gets a row; within one student's folder, files named
+   after a chapter always, other entries up to `MAX_LISTED` and then one row for the
+   rest. A name with invisible characters is refused with their names.
 1. **checks each file** against the sheet that was handed out (`inspect_sheet`): its
    metadata must carry the HMAC signature of the teacher's key
    (`llmmath.coursework.signing`), the file must be named after the signed student
@@ -14,10 +17,13 @@ counts, and no sheet can stop, slow or change the grading of another.
    questions, summary) must be the regenerated one, word for word (empty code cells, a
    byte-order mark and CRLF line ends are tolerated). Each answer cell must be plain
    Python (no ``%`` magics, ``!`` commands or nbval control comments) ending in its own
-   ``sheet.check(n, answer_n)`` line, and must not rebind ``sheet``, ``Sheet`` or their
-   attributes, run code from a string (``exec``, ``eval``, ``compile``) or touch
-   IPython's history (``In``, ``Out``). No cell may carry an nbval control tag. A sheet
-   that fails any of these is *tampered*, with the reason, and is not run.
+   ``sheet.check(n, answer_n)`` line (lines counted as Python counts them), and must
+   not rebind ``sheet``, ``Sheet`` or their attributes (importing ``Sheet`` again from
+   ``llmmath.coursework`` is no rebinding) or run code from a string (``exec``,
+   ``eval``, ``compile``, ``get_ipython``). No cell may carry an nbval control tag. A
+   sheet that fails any of these is *tampered*, with the reason, and is not run. The
+   notebook is read up to `MAX_FILE_BYTES`; its cells and metadata, outputs and
+   attachments aside, may hold `MAX_NOTEBOOK_BYTES`.
 2. **settles identity and duplicates before anything runs**: a signed sheet handed in
    under another name is tampered for the one who handed it in ("this is ada's sheet,
    handed in as s002"), and the owner's own sheet is graded as usual; the same
@@ -30,7 +36,8 @@ counts, and no sheet can stop, slow or change the grading of another.
    from the regenerated protected cells and the student's answer code, each answer
    cell followed by a protected cell that prints ``answer_n``'s value
    (`llmmath.coursework._record`). nbval (``pytest --nbval-lax``) runs it, with a
-   per-cell and a per-notebook timeout.
+   per-cell and a per-notebook timeout; both also hold from outside the sandbox
+   (`run_sheet`), whatever the sheet does to the runner.
 5. **judges each value in the grading process** (`llmmath.coursework.verdict`) against
    the answer computed here from the signed student ID. The kernel's verdicts, outputs
    and exit status count for nothing.
@@ -40,8 +47,9 @@ Any failure while reading, checking or running one sheet becomes that sheet's li
 
 Verdicts: ``right``, ``wrong``, ``not answered``, ``tampered`` and ``unreadable``, each
 with a reason; a `Report` prints one line per student and question and writes CSV and
-JUnit XML. Names that come from the folder are quoted in it, so no file name can pass
-for a line of the report.
+JUnit XML. Every field is written through one function, `escape`, so no name or
+reason can break a line of the report or the XML; names that come from the folder are
+quoted as well, so no file name can pass for a line of the report.
 """
 
 from __future__ import annotations
@@ -56,8 +64,6 @@ import secrets
 import stat
 import subprocess
 import tempfile
-import threading
-import time
 import unicodedata
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
@@ -99,9 +105,13 @@ NBVAL_TAGS = {
     "pytest-validate-ignore-output",
 }
 NBVAL_COMMENT = re.compile(r"(?i)#\s*(nbval_\w*|pytest_validate_\w*)")
+#: A handed-in file is read up to this size (figures in outputs make a notebook large).
+MAX_FILE_BYTES = 100_000_000
+#: The notebook less its outputs and attachments (what the grader reads) at most.
 MAX_NOTEBOOK_BYTES = 5_000_000
 MAX_ANSWER_CHARS = 20_000
-MAX_LISTED = 1000  # entries of the folder listed at most
+#: Refused entries of one student's folder listed one by one; the rest get one row.
+MAX_LISTED = 20
 
 
 class GradingError(ValueError):
@@ -109,20 +119,30 @@ class GradingError(ValueError):
     the message says which."""
 
 
+def _escaped(c: str) -> str:
+    """One character as it is, or as a Python escape if it is a control, format,
+    surrogate, private-use, unassigned or separator character other than the space."""
+    if c == " " or unicodedata.category(c)[0] not in "CZ":
+        return c
+    if ord(c) < 0x100:
+        return f"\\x{ord(c):02x}"
+    return f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
+
+
+def escape(text: object) -> str:
+    """``text`` on one line, as the text report, the CSV and the JUnit XML write every
+    field: each control, format, surrogate, private-use, unassigned or separator
+    character but the space written as a Python escape (``\\x0a``, ``\\x0b``,
+    ``\\u2028``, ``\\u202e``, ``\\ufffe``), so that no field a student controls can
+    break a line, pass for another line of the report, or make the XML unreadable."""
+    return "".join(map(_escaped, str(text)))
+
+
 def quote(text: object, limit: int = 120) -> str:
-    """``text`` in single quotes, with backslashes, quotes and every control,
-    format or non-space separator character escaped (``\\n``, ``\\x1b``, ``\\u202e``):
-    a name from the folder that can never pass for report text."""
-    out = []
-    for c in str(text)[:limit]:
-        if c in "\\'":
-            out.append("\\" + c)
-        elif c == " " or unicodedata.category(c)[0] not in "CZ":
-            out.append(c)
-        elif ord(c) < 0x100:
-            out.append(f"\\x{ord(c):02x}")
-        else:
-            out.append(f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
+    """``text`` in single quotes, with backslashes and quotes escaped, and every other
+    character as `escape` writes it (``\\x0a``, ``\\x1b``, ``\\u202e``): a name from
+    the folder that can never pass for report text."""
+    out = ["\\" + c if c in "\\'" else _escaped(c) for c in str(text)[:limit]]
     return "'" + "".join(out) + ("...'" if len(str(text)) > limit else "'")
 
 
@@ -146,10 +166,11 @@ class Row:
     file: str
 
     def line(self) -> str:
-        """The report's line: ``student chapter question n: verdict[: reason]``."""
+        """The report's line: ``student chapter question n: verdict[: reason]``, every
+        field escaped (`escape`): one line, whatever it holds."""
         where = f"question {self.question}" if self.question else "sheet"
         text = f"{self.student} {self.chapter} {where}: {self.verdict}"
-        return f"{text}: {self.reason}" if self.reason else text
+        return escape(f"{text}: {self.reason}" if self.reason else text)
 
 
 @dataclass
@@ -216,7 +237,42 @@ def _named(parts: tuple[str, ...]) -> tuple[str, str | None] | None:
     return None
 
 
-def _refused(parts: tuple[str, ...], what: str) -> Row:
+#: Characters that show as nothing besides the control, format and separator ones
+#: (Unicode's other default-ignorable code points; variation selectors and tags below).
+INVISIBLE = frozenset("\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u3164\uffa0")
+
+
+def _invisible(c: str) -> bool:
+    return (
+        (c != " " and unicodedata.category(c)[0] in "CZ")
+        or c in INVISIBLE
+        or 0x180B <= ord(c) <= 0x180F
+        or 0xFE00 <= ord(c) <= 0xFE0F
+        or 0xE0000 <= ord(c) <= 0xE0FFF
+    )
+
+
+def _not_named(parts: tuple[str, ...]) -> str:
+    """Why ``parts`` do not follow `NAMING_RULE`, naming any invisible character
+    (`_invisible`) in them, and the student ID a top-level name reads as once those
+    are removed and it is normalised (NFKC, case folded)."""
+    why = "not named after a student"
+    hidden = dict.fromkeys(c for part in parts for c in part if _invisible(c))
+    if hidden:
+        names = ", ".join(
+            f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in list(hidden)[:3]
+        )
+        why += f": its name holds invisible characters ({names})"
+    name = parts[0] if len(parts) > 1 else parts[0].removesuffix(".ipynb")
+    plain = "".join(c for c in name if not _invisible(c))
+    plain = unicodedata.normalize("NFKC", plain).casefold()
+    if plain != name.casefold() and STUDENT_ID_RULE.fullmatch(plain):
+        why += ", and" if hidden else ":"
+        why += f" it reads as the ID {plain} once normalised (NFKC, case folded)"
+    return why
+
+
+def _refused(parts: tuple[str, ...], what: str, file: str | None = None) -> Row:
     name = parts[0] if len(parts) > 1 else parts[0].removesuffix(".ipynb")
     rel = quote("/".join(parts), 200)
     return Row(
@@ -226,56 +282,81 @@ def _refused(parts: tuple[str, ...], what: str) -> Row:
         UNREADABLE,
         f"refused {rel}: {what}; only regular files named {NAMING_RULE.split(',')[0]} "
         "are read",
-        clean("/".join(parts), 300),
+        "/".join(parts) if file is None else file,
     )
+
+
+def _entries(path: Path, parts: tuple[str, ...], refused: list[Row]) -> list:
+    try:
+        with os.scandir(path) as it:
+            return sorted(it, key=lambda e: e.name)
+    except OSError as e:
+        refused.append(_refused(parts or (".",), f"cannot list it ({e.strerror})"))
+        return []
 
 
 def list_hand_ins(folder: Path) -> tuple[list[HandIn], list[Row]]:
     """The files of ``folder`` that follow `NAMING_RULE`, and a refused row for every
     other entry (links, devices, other files, deeper folders), found without following
-    any link. At most `MAX_LISTED` entries are looked at."""
+    any link. Every entry of the folder itself (a student's file or folder) is looked
+    at; in each student's folder, every file named after a chapter, and the first
+    `MAX_LISTED` other entries get a row each, the rest one row together, so that no
+    student's folder can hide another's."""
     found: list[HandIn] = []
     refused: list[Row] = []
-    seen = 0
 
-    def walk(path: Path, parts: tuple[str, ...]) -> None:
-        nonlocal seen
+    def look(entry: os.DirEntry, here: tuple[str, ...]) -> HandIn | Row | None:
         try:
-            entries = sorted(os.scandir(path), key=lambda e: e.name)
+            mode = entry.stat(follow_symlinks=False).st_mode
         except OSError as e:
-            refused.append(_refused(parts or (".",), f"cannot list it ({e.strerror})"))
-            return
-        for entry in entries:
-            seen += 1
-            if seen > MAX_LISTED:
-                if seen == MAX_LISTED + 1:
-                    refused.append(
-                        _refused(parts + (entry.name,), f"more than {MAX_LISTED} files")
-                    )
-                return
-            here = parts + (entry.name,)
-            try:
-                mode = entry.stat(follow_symlinks=False).st_mode
-            except OSError as e:
-                refused.append(_refused(here, f"cannot read it ({e.strerror})"))
-                continue
-            if stat.S_ISDIR(mode):
-                if entry.name == ".ipynb_checkpoints":
-                    continue
-                if len(here) > 1:  # only one level of folders
-                    refused.append(_refused(here, "a folder inside a student's folder"))
-                    continue
-                walk(Path(entry.path), here)
-            elif stat.S_ISLNK(mode):
-                refused.append(_refused(here, "a symbolic link, not followed"))
-            elif not stat.S_ISREG(mode):
-                refused.append(_refused(here, "not a regular file (a device or pipe)"))
-            elif (named := _named(here)) is None:
-                refused.append(_refused(here, "not named after a student"))
-            else:
-                found.append(HandIn(here, *named))
+            return _refused(here, f"cannot read it ({e.strerror})")
+        if stat.S_ISDIR(mode):
+            if entry.name == ".ipynb_checkpoints":
+                return None
+            if len(here) > 1:  # only one level of folders
+                return _refused(here, "a folder inside a student's folder")
+            return None
+        if stat.S_ISLNK(mode):
+            return _refused(here, "a symbolic link, not followed")
+        if not stat.S_ISREG(mode):
+            return _refused(here, "not a regular file (a device or pipe)")
+        if (named := _named(here)) is None:
+            return _refused(here, _not_named(here))
+        return HandIn(here, *named)
 
-    walk(Path(folder), ())
+    for entry in _entries(Path(folder), (), refused):
+        here = (entry.name,)
+        got = look(entry, here)
+        if isinstance(got, HandIn):
+            found.append(got)
+        elif isinstance(got, Row):
+            refused.append(got)
+        elif entry.name != ".ipynb_checkpoints":  # a student's folder
+            if not STUDENT_ID_RULE.fullmatch(entry.name):
+                refused.append(_refused(here, _not_named(here), f"{entry.name}/"))
+                continue
+            more = 0
+            listed = 0
+            for inner in _entries(Path(entry.path), here, refused):
+                sheet = inner.name.removesuffix(".ipynb") in BANK
+                if not sheet and listed >= MAX_LISTED:
+                    more += inner.name != ".ipynb_checkpoints"
+                    continue
+                got = look(inner, here + (inner.name,))
+                if isinstance(got, HandIn):
+                    found.append(got)
+                elif isinstance(got, Row):
+                    refused.append(got)
+                    listed += not sheet
+            if more:
+                refused.append(
+                    _refused(
+                        (entry.name,),
+                        f"{more:,} more entries in it, not named after a chapter "
+                        f"(the first {MAX_LISTED} are listed above)",
+                        f"{entry.name}/",
+                    )
+                )
     return found, refused
 
 
@@ -283,7 +364,7 @@ def read_hand_in(folder: Path, parts: tuple[str, ...]) -> bytes:
     """The bytes of ``folder/parts``, opened without following a link at any step.
 
     Raises:
-        OSError: a link, not a regular file, or larger than `MAX_NOTEBOOK_BYTES`.
+        OSError: a link, not a regular file, or larger than `MAX_FILE_BYTES`.
     """
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -299,9 +380,9 @@ def read_hand_in(folder: Path, parts: tuple[str, ...]) -> bytes:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise OSError("not a regular file")
-        data = f.read(MAX_NOTEBOOK_BYTES + 1)
-    if len(data) > MAX_NOTEBOOK_BYTES:
-        raise OSError(f"larger than {MAX_NOTEBOOK_BYTES:,} bytes")
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise OSError(f"larger than {MAX_FILE_BYTES:,} bytes")
     return data
 
 
@@ -329,9 +410,24 @@ def _template(chapter: str, student: str) -> list[tuple[str, str]]:
 
 _REBIND = "rebinds `{}`: only the handed-out sheet and its checker are graded"
 #: Calls and names an answer cell may not use: code from a string, which no check can
-#: read, and IPython's input and output history.
+#: read (IPython's ``get_ipython().run_cell`` among them). IPython's history (``In``,
+#: ``Out``) is the student's to read, or to use as names of their own.
 FORBIDDEN_CALLS = ("exec", "eval", "compile", "__import__", "breakpoint")
-FORBIDDEN_NAMES = ("In", "Out", "_ih", "_oh", "_ii", "_iii", "get_ipython")
+FORBIDDEN_NAMES = ("get_ipython",)
+#: The module the sheet imports `Sheet` from: importing its names again, under their
+#: own names, binds the same objects (``from llmmath.coursework import Sheet``).
+SHEET_MODULE = "llmmath.coursework"
+
+
+def _lines(src: str) -> list[str]:
+    """``src``'s lines as Python's tokenizer counts them: split at line feeds alone
+    (`_source` made every line end one), not at the form feeds, U+2028 and other
+    separators that `str.splitlines` also splits at."""
+    return src.split("\n")
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _unparse(node: ast.AST) -> str | None:
@@ -349,7 +445,7 @@ def _answer_problems(n: int, src: str) -> tuple[str, list[str]]:
     check = check_source(n)
     if len(src) > MAX_ANSWER_CHARS:
         return "", [f"{where} is longer than {MAX_ANSWER_CHARS:,} characters"]
-    lines = src.rstrip().splitlines()
+    lines = _lines(src.rstrip())
     if not lines or lines[-1] != check:
         return "", [f"{where} does not end in the line `{check}`"]
     try:
@@ -381,9 +477,18 @@ def _answer_problems(n: int, src: str) -> tuple[str, list[str]]:
             while isinstance(base, ast.Attribute):
                 base = base.value
             if isinstance(base, ast.Name) and base.id in ("sheet", "Sheet"):
-                names.append(_unparse(node) or base.id)
+                names.append(_short(_unparse(node) or base.id))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names += [(a.asname or a.name).split(".")[0] for a in node.names]
+            again = (
+                isinstance(node, ast.ImportFrom)
+                and node.module == SHEET_MODULE
+                and node.level == 0
+            )
+            names += [
+                (a.asname or a.name).split(".")[0]
+                for a in node.names
+                if not (again and a.asname in (None, a.name))
+            ]
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             names += node.names
         elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
@@ -403,7 +508,7 @@ def _answer_problems(n: int, src: str) -> tuple[str, list[str]]:
                 if first is None:
                     problems.append(f"{where} is nested too deeply to check")
                 else:
-                    names.append(f"{first} ({func})")
+                    names.append(f"{_short(first)} ({func})")
             elif func in FORBIDDEN_CALLS:
                 problems.append(
                     f"{where} calls `{func}`: code run from a string cannot be checked"
@@ -413,8 +518,12 @@ def _answer_problems(n: int, src: str) -> tuple[str, list[str]]:
         for name in names:
             if re.match(r"(sheet|Sheet)\b", name):
                 problems.append(f"{where} {_REBIND.format(name)}")
-    body = "\n".join(src.splitlines()[: len(lines) - 1])
+    body = "\n".join(_lines(src)[: len(lines) - 1])
     return body, sorted(set(problems))
+
+
+#: The parts of a cell the grader never reads, nor counts towards its size limit.
+UNREAD = ("outputs", "attachments")
 
 
 def _cells(data: bytes) -> tuple[list[tuple[object, str, object]], object]:
@@ -430,6 +539,18 @@ def _cells(data: bytes) -> tuple[list[tuple[object, str, object]], object]:
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
         raise ValueError("no list of cells")
+    # What is read: the cells less their outputs and attachments (figures, pasted
+    # images), and the metadata.
+    read = [{k: v for k, v in c.items() if k not in UNREAD} for c in cells]
+    try:
+        size = len(json.dumps([read, nb.get("metadata")]).encode())
+    except (RecursionError, ValueError, TypeError):
+        raise ValueError("nested too deeply") from None
+    if size > MAX_NOTEBOOK_BYTES:
+        raise ValueError(
+            f"its cells and metadata, outputs and attachments aside, are larger than "
+            f"{MAX_NOTEBOOK_BYTES:,} bytes"
+        )
     sources = [(c.get("cell_type"), _source(c), c.get("metadata")) for c in cells]
     return sources, nb.get("metadata", {})
 
@@ -441,13 +562,13 @@ def inspect_sheet(
     module's step 1); never runs it and never raises. ``data``: its bytes, if already
     read (else read without following links)."""
     parts = Path(path).relative_to(root).parts
-    rel = clean("/".join(parts), 300)
+    rel = "/".join(parts)
     named = _named(parts)
     handed_in_as = named[0] if named else (parts[0] if len(parts) > 1 else path.stem)
     found = Inspection(rel, shown_name(handed_in_as), "?")
     if named is None:
         found.verdict = UNREADABLE
-        found.reasons.append(_refused(parts, "not named after a student").reason)
+        found.reasons.append(_refused(parts, _not_named(parts)).reason)
         return found
     try:
         if data is None:
@@ -456,7 +577,7 @@ def inspect_sheet(
     except (OSError, ValueError, UnicodeDecodeError, MemoryError) as e:
         found.verdict = UNREADABLE
         why = e.strerror if isinstance(e, OSError) and e.strerror else e
-        found.reasons.append(f"not a readable notebook ({clean(why, 80)})")
+        found.reasons.append(f"not a readable notebook ({clean(why, 120)})")
         return found
     fields = meta.get(METADATA_KEY) if isinstance(meta, dict) else None
     if not isinstance(fields, dict):
@@ -585,47 +706,49 @@ class Run:
     hit: list[str] = field(default_factory=list)
 
 
+#: Seconds the runner may send nothing beyond a cell's time limit before the grader
+#: stops the sandbox: nbval's own time-out (an interrupt, then up to 5 s for the
+#: kernel's last output, or its shutdown) and the record of the cell come well within.
+QUIET_GRACE = 15
+
+
 def run_sheet(nb: dict, options: Options) -> Run:
-    """Run ``nb`` in the sandbox (`llmmath.coursework.sandbox.launch`)."""
+    """Run ``nb`` in the sandbox (`llmmath.coursework.sandbox.launch`). The time
+    limits hold from outside it, whatever the sheet does to the runner inside: the
+    notebook's, and the cell's (no record for a cell's limit and `QUIET_GRACE`)."""
     token = secrets.token_hex(16)
+    limits = options.limits
+    quiet = limits.cell_timeout + QUIET_GRACE
     with tempfile.TemporaryDirectory(prefix="llmmath-grade-") as tmp:
         started = launch(
-            options.limits,
+            limits,
             unsafe=options.unsafe,
             hide=[options.key_path],
             cwd=tmp,
             env=_runner_env(tmp) if options.unsafe else None,
         )
-        proc = started.process
-        start = time.monotonic()
-        chunks: list[bytes] = []
-        threads = [
-            threading.Thread(
-                target=_feed,
-                args=(proc.stdin, (token + "\n").encode() + json.dumps(nb).encode()),
-            ),
-            threading.Thread(target=_read_capped, args=(proc.stdout, chunks)),
-        ]
-        for t in threads:
-            t.start()
         try:
-            proc.wait(timeout=options.limits.notebook_timeout)
-            stopped = None
-        except subprocess.TimeoutExpired:
-            stopped = (
-                f"stopped after the notebook's time limit of "
-                f"{options.limits.notebook_timeout:g} s"
+            outcome = started.communicate(
+                (token + "\n").encode() + json.dumps(nb).encode(),
+                timeout=limits.notebook_timeout,
+                quiet=quiet,
+                cap=MAX_REPORT_BYTES,
             )
         finally:
             hit = started.cgroup.hit() if started.cgroup else []
             started.close()
-            proc.wait()
-        for t in threads:
-            t.join()
-        elapsed = time.monotonic() - start
+    stopped = {
+        None: None,
+        "timeout": f"stopped after the notebook's time limit of "
+        f"{limits.notebook_timeout:g} s",
+        "quiet": f"stopped: the grader's runner sent nothing for {quiet:g} s, past "
+        f"the cell's time limit of {limits.cell_timeout:g} s",
+        "frozen": "stopped: a process of the sheet stopped the grader's runner "
+        "(SIGSTOP)",
+    }[outcome.stopped]
     cells: dict[int, dict] = {}
     marker = f"LLMMATH-CELL {token} "
-    for raw in b"".join(chunks).decode("utf-8", "replace").splitlines():
+    for raw in outcome.output.decode("utf-8", "replace").split("\n"):
         if not raw.startswith(marker):
             continue  # not from the runner: a line without the run's token
         try:
@@ -635,16 +758,13 @@ def run_sheet(nb: dict, options: Options) -> Run:
             continue
         if isinstance(cell, int) and cell not in cells:
             cells[cell] = rec
-    limit = _limit_text(hit, options.limits)
-    if (
-        stopped is None
-        and proc.returncode != 0
-        and not cells
-        and not any(r.get("died") for r in cells.values())
-    ):
+    limit = _limit_text(hit, limits)
+    status = started.process.returncode
+    if stopped is None and status != 0 and not cells:
         stopped = (
-            f"the sandbox stopped it (exit status {proc.returncode}, "
-            f"{elapsed:.0f} s): {limit or 'the memory or CPU limit, or a crash'}"
+            f"the sandbox stopped it (exit status {status}, "
+            f"{outcome.seconds:.0f} s): "
+            f"{limit or 'the memory or CPU limit, or a crash'}"
         )
     return Run(cells, stopped, hit)
 
@@ -659,25 +779,6 @@ def _limit_text(hit: list[str], limits: Limits) -> str:
 
 
 MAX_REPORT_BYTES = 16 << 20
-
-
-def _feed(stream, data: bytes) -> None:
-    """Write ``data`` to ``stream`` and close it; a runner that is gone is no error."""
-    try:
-        stream.write(data)
-        stream.close()
-    except (OSError, ValueError):
-        pass
-
-
-def _read_capped(stream, chunks: list[bytes]) -> None:
-    """Read ``stream`` to its end, keeping at most `MAX_REPORT_BYTES` of it."""
-    kept = 0
-    while block := stream.read(1 << 16):
-        if kept < MAX_REPORT_BYTES:
-            chunks.append(block[: MAX_REPORT_BYTES - kept])
-            kept += len(chunks[-1])
-    stream.close()
 
 
 def _runner_env(tmp: str) -> dict[str, str]:
@@ -851,8 +952,8 @@ def _safe_inspect(path: Path, root: Path, key: bytes) -> Inspection:
     try:
         return inspect_sheet(path, root, key)
     except Exception as e:  # one sheet never ends the run
-        rel = clean(Path(path).relative_to(root), 300)
-        parts = Path(rel).parts
+        parts = Path(path).relative_to(root).parts
+        rel = "/".join(parts)
         found = Inspection(rel, shown_name(parts[0].removesuffix(".ipynb")), "?")
         found.verdict = UNREADABLE
         found.reasons.append(
@@ -914,7 +1015,8 @@ class Report:
         return "\n".join(lines) + "\n"
 
     def write_csv(self, path: str | os.PathLike) -> None:
-        """Columns student, chapter, question, verdict, reason, file."""
+        """Columns student, chapter, question, verdict, reason, file; every field
+        escaped (`escape`) and kept from being read as a formula."""
         with open(path, "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f)
             w.writerow(["student", "chapter", "question", "verdict", "reason", "file"])
@@ -935,7 +1037,9 @@ class Report:
 
     def write_junit(self, path: str | os.PathLike) -> None:
         """One test case per student and question (class ``student.chapter``); anything
-        but right is a failure whose message is the verdict and reason."""
+        but right is a failure whose message is the verdict and reason. Every field
+        is escaped (`escape`): no character a student controls can make the XML
+        unreadable."""
         failures = sum(r.verdict != RIGHT for r in self.rows)
         suites = ET.Element("testsuites")
         suite = ET.SubElement(
@@ -950,21 +1054,25 @@ class Report:
             case = ET.SubElement(
                 suite,
                 "testcase",
-                classname=f"{r.student}.{r.chapter}",
+                classname=escape(f"{r.student}.{r.chapter}"),
                 name=f"question {r.question}" if r.question else "sheet",
-                file=r.file,
+                file=escape(r.file),
             )
             if r.verdict != RIGHT:
                 fail = ET.SubElement(
-                    case, "failure", message=f"{r.verdict}: {r.reason}", type=r.verdict
+                    case,
+                    "failure",
+                    message=escape(f"{r.verdict}: {r.reason}"),
+                    type=escape(r.verdict),
                 )
                 fail.text = r.line()
         ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
 
 
 def _cell_safe(value: object) -> str:
-    """A CSV field a spreadsheet will not run as a formula."""
-    text = str(value)
+    """A CSV field on one line (`escape`) that a spreadsheet will not run as a
+    formula."""
+    text = escape(value)
     return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
@@ -1038,6 +1146,7 @@ __all__ = [
     "Options",
     "Report",
     "Row",
+    "escape",
     "find_sheets",
     "grade_folder",
     "grade_sheet",

@@ -2,9 +2,10 @@
 
 nbval alone runs a handed-in notebook as it is, so a student who edits the notebook
 (nbval's control tags, a patched checker, another student's ID) can make it pass. For
-each notebook that looks like a coursework sheet (its metadata, or a code cell that
-names ``llmmath.coursework``) this plugin takes nbval's tests away and puts one failing
-test in their place, which says how to grade it.
+each notebook that looks like a coursework sheet (`looks_like_sheet`: its metadata, or
+any of its cells: a sheet's tags, title, checker calls, answer variables or the
+coursework module) this plugin takes nbval's tests away and puts one failing test in
+their place, which says how to grade it.
 
 Grading is ``python -m llmmath.coursework grade DIR`` alone. pytest cannot grade a
 hand-in folder safely: it imports every ``conftest.py`` and collects every test file
@@ -19,6 +20,7 @@ pytest loads this plugin by itself wherever llmmath is installed (entry point
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -52,23 +54,52 @@ def pytest_load_initial_conftests(early_config, parser, args):
         )
 
 
+#: What a sheet's cells hold and no chapter's do (tests/test_coursework_attacks.py
+#: checks both): its cells' tags; in code, the coursework module however imported, the
+#: checker's calls, a `Sheet` or an ``answer_n``; in text, its title.
+SHEET_TAGS = frozenset({"student-id", "question", "answer", "summary"})
+SHEET_CODE = re.compile(
+    r"\bcoursework\b|\bsheet\s*\.\s*(?:check|question|summary)\s*\("
+    r"|\bSheet\s*\(|\banswer_\d+\b"
+)
+SHEET_TITLE = re.compile(r"^\s*#\s*Coursework\s+\d+\w*\s*:", re.MULTILINE)
+
+
+def _text(source: object) -> str:
+    if isinstance(source, list):
+        return "".join(s for s in source if isinstance(s, str))
+    return source if isinstance(source, str) else ""
+
+
 def looks_like_sheet(path: Path) -> bool:
-    """Whether the notebook at ``path`` is, or was made from, a coursework sheet."""
+    """Whether the notebook at ``path`` is, or was made from, a coursework sheet: by
+    its metadata, or by its cells (`SHEET_TAGS`, `SHEET_CODE`, `SHEET_TITLE`), so
+    that a sheet stripped of its metadata is still one."""
     try:
         nb = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError, RecursionError, UnicodeDecodeError):
         return False
     if not isinstance(nb, dict):
         return False
-    if METADATA_KEY in (nb.get("metadata") or {}):
+    meta = nb.get("metadata")
+    if isinstance(meta, dict) and METADATA_KEY in meta:
         return True
     cells = nb.get("cells")
-    return isinstance(cells, list) and any(
-        isinstance(c, dict)
-        and c.get("cell_type") == "code"
-        and "llmmath.coursework" in json.dumps(c.get("source", ""))
-        for c in cells
-    )
+    if not isinstance(cells, list):
+        return False
+    for c in cells:
+        if not isinstance(c, dict):
+            continue
+        cell_meta = c.get("metadata")
+        tags = cell_meta.get("tags") if isinstance(cell_meta, dict) else None
+        if isinstance(tags, list) and SHEET_TAGS & {t for t in tags if type(t) is str}:
+            return True
+        source = _text(c.get("source", ""))
+        if c.get("cell_type") == "code" and SHEET_CODE.search(source):
+            return True
+        if c.get("cell_type") == "markdown" and SHEET_TITLE.search(source):
+            return True
+    return False
 
 
 @pytest.hookimpl(wrapper=True)

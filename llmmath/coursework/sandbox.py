@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
+import selectors
 import shutil
 import signal
 import subprocess
@@ -154,14 +156,12 @@ ENV = {
 }
 
 
-def _binds(hide: list[Path | None]) -> list[str]:
+def _binds() -> list[str]:
     """bwrap arguments that show the read-only paths (their parents made 0755, so the
-    unprivileged user can reach them) and cover ``hide`` (the key) with an empty
-    file."""
+    unprivileged user can reach them)."""
     args: list[str] = []
     made: set[str] = {"/"}
-    shown = _read_only_paths()
-    for p in [*shown, *(e for e in ETC if os.path.lexists(e))]:
+    for p in [*_read_only_paths(), *(e for e in ETC if os.path.lexists(e))]:
         parents = [str(a) for a in reversed(Path(p).parents) if str(a) not in made]
         for a in parents:
             args += ["--perms", "0755", "--dir", a]
@@ -171,20 +171,29 @@ def _binds(hide: list[Path | None]) -> list[str]:
         else:
             args += ["--ro-bind-try" if p in ETC else "--ro-bind", p, p]
         made.add(p)
+    return args
+
+
+def _covers(hide: list[Path | None]) -> list[str]:
+    """bwrap arguments that cover each file of ``hide`` (the key) with an empty one,
+    should it lie in a folder the sandbox shows. They come last, after every mount
+    that could show the file again (the tmpfs over ``/tmp`` and the binds after it)."""
+    shown = [*_read_only_paths(), *ETC]
+    args: list[str] = []
     for h in hide:
         if h is None:
             continue
         real = os.path.realpath(h)
-        if os.path.exists(real) and any(
+        if os.path.isfile(real) and any(
             real.startswith(k.rstrip("/") + "/") for k in shown
         ):
             args += ["--ro-bind", "/dev/null", real]
     return args
 
 
-def _inner_args(limits: Limits, binds: list[str]) -> list[str]:
+def _inner_args(limits: Limits, binds: list[str], covers: list[str]) -> list[str]:
     """The unprivileged bwrap's arguments: the user namespace and what the student's
-    code sees."""
+    code sees; ``covers`` (`_covers`) after every mount."""
     args = ["--die-with-parent", "--new-session", "--unshare-all", "--unshare-user"]
     args += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
     args += ["--disable-userns", "--cap-drop", "ALL"]
@@ -199,6 +208,7 @@ def _inner_args(limits: Limits, binds: list[str]) -> list[str]:
     for p in under_tmp:
         args += ["--ro-bind", p, p]
     args += ["--dir", "/tmp/home", "--dir", "/tmp/work", "--chdir", "/tmp/work"]
+    args += covers
     args += ["--clearenv"]
     for k, v in ENV.items():
         args += ["--setenv", k, v]
@@ -225,14 +235,27 @@ def _as_root() -> bool:
     return os.geteuid() == 0
 
 
-def _sandbox_args(limits: Limits, hide: list[Path | None], inner_cmd: list[str]):
+def _sandbox_args(
+    limits: Limits,
+    hide: list[Path | None],
+    inner_cmd: list[str],
+    seccomp_fd: int | None = None,
+    info_fd: int | None = None,
+) -> list[str]:
+    """bwrap's command line. ``seccomp_fd``: a descriptor holding the BPF program of
+    `seccomp_program`, loaded for every process of the sandbox (bwrap's init
+    included); ``info_fd``: where bwrap writes the host PID of the sandbox's init, the
+    process whose death ends every process of the sandbox."""
     bwrap = shutil.which("bwrap")
+    seccomp = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+    info = ["--info-fd", str(info_fd)] if info_fd is not None else []
     if not _as_root():
-        return [bwrap, *_inner_args(limits, _binds(hide)), *inner_cmd]
+        inner = _inner_args(limits, _binds(), _covers(hide))
+        return [bwrap, *info, *seccomp, *inner, *inner_cmd]
     outer = ["--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid"]
     outer += ["--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     outer += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    outer += _binds(hide)
+    outer += _binds() + _covers(hide)
     # The host's /proc, writable, only for the inner bwrap: the user namespace's maps
     # are written there and a new proc can be mounted only where one is fully
     # visible. The inner bwrap covers it with the sandbox's own.
@@ -241,6 +264,7 @@ def _sandbox_args(limits: Limits, hide: list[Path | None], inner_cmd: list[str])
     inner = ["--ro-bind", "/", "/"]
     return [
         bwrap,
+        *info,
         *outer,
         sys.executable,
         "-I",
@@ -248,9 +272,85 @@ def _sandbox_args(limits: Limits, hide: list[Path | None], inner_cmd: list[str])
         "-c",
         DROP,
         "/usr/bin/bwrap" if bwrap.startswith("/usr/") else bwrap,
-        *_inner_args(limits, inner),
+        *seccomp,
+        *_inner_args(limits, inner, _covers(hide)),
         *inner_cmd,
     ]
+
+
+#: The system calls a sheet's processes may not make; each fails with EPERM. Those
+#: that read or write another process (``ptrace``, ``process_vm_readv``, ...: a
+#: sheet's process could otherwise stop bwrap's init, which runs as the same user
+#: when the grader is not root, or read the runner), and kernel interfaces no sheet
+#: needs, often used to attack the kernel itself.
+DENIED_SYSCALLS = (
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "process_madvise",
+    "pidfd_getfd",
+    "kcmp",
+    "perf_event_open",
+    "bpf",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+)
+#: Those without which there is no sandbox.
+REQUIRED_DENIALS = ("ptrace", "process_vm_readv", "process_vm_writev")
+
+
+@functools.lru_cache(maxsize=1)
+def seccomp_program() -> bytes:
+    """The seccomp filter of every sheet, as a BPF program for bwrap's ``--seccomp``:
+    `DENIED_SYSCALLS` fail with EPERM, everything else is allowed, and a system call
+    of another architecture (i386 calls from an x86-64 process) kills the caller.
+    Built by libseccomp (Debian's ``libseccomp2``), through its Python binding or the
+    ctypes one, ``pyseccomp`` (requirements/dev.txt).
+
+    Raises:
+        SandboxUnavailable: libseccomp or its binding is missing.
+    """
+    import errno
+    import tempfile
+
+    try:
+        try:
+            import seccomp  # libseccomp's own binding (Debian's python3-seccomp)
+        except ImportError:
+            import pyseccomp as seccomp
+        rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+        for name in DENIED_SYSCALLS:
+            try:
+                rules.add_rule(seccomp.ERRNO(errno.EPERM), name)
+            except (OSError, ValueError, RuntimeError):
+                if name in REQUIRED_DENIALS:
+                    raise
+        with tempfile.TemporaryFile() as f:
+            rules.export_bpf(f)
+            f.seek(0)
+            return f.read()
+    except (ImportError, OSError, ValueError, RuntimeError, AttributeError) as e:
+        raise SandboxUnavailable(
+            f"no sandbox: no seccomp filter can be built here ({type(e).__name__}: "
+            f"{e}); install Debian's libseccomp2 (make sandbox does) and pyseccomp "
+            "(make setup does), or pass --unsafe to grade without a sandbox"
+        ) from None
+
+
+def _program_fd() -> int:
+    """A pipe's read end holding `seccomp_program` (bwrap reads it to its end)."""
+    program = seccomp_program()
+    read, write = os.pipe()
+    try:
+        os.write(write, program)  # a few hundred bytes: far below a pipe's buffer
+    finally:
+        os.close(write)
+    return read
 
 
 def command(
@@ -260,30 +360,41 @@ def command(
     hide: list[Path | None] = (),
     check: bool = False,
     cgroup: bool = False,
+    channels: tuple[int, int] | None = None,
+    seccomp_fd: int | None = None,
+    info_fd: int | None = None,
 ) -> list[str]:
-    """The argument list that runs the runner under ``limits`` (it reads the grading
-    notebook from its standard input); with ``check``, the runner's pre-flight only.
+    """The argument list that runs the runner under ``limits``; with ``check``, the
+    runner's pre-flight only.
 
     ``hide``: files (the teacher's key) to cover with an empty file should they lie in a
     folder the sandbox shows. ``cgroup``: the sheet runs in its own cgroup.
+    ``channels``: the descriptors the runner reads the grading notebook from and
+    writes its records to (see `launch`); ``seccomp_fd`` and ``info_fd``: see
+    `_sandbox_args`.
 
     Raises:
         SandboxUnavailable: without ``unsafe``, when no sandbox can be made.
     """
     runner = [sys.executable, "-m", "llmmath.coursework._runner"]
-    runner += ["--check"] if check else [SHEET, *limits.runner_args(cgroup)]
+    if check:
+        runner += ["--check"]
+    else:
+        runner += [SHEET, *limits.runner_args(cgroup)]
+        if channels is not None:
+            runner += [f"--input-fd={channels[0]}", f"--records-fd={channels[1]}"]
     if unsafe:
         return runner
     _working()
-    return _sandbox_args(limits, list(hide), runner)
+    return _sandbox_args(limits, list(hide), runner, seccomp_fd, info_fd)
 
 
 @functools.lru_cache(maxsize=1)
 def _working() -> None:
-    """Check once that bwrap can make the sandbox here.
+    """Check once that bwrap can make the sandbox here, seccomp filter included.
 
     Raises:
-        SandboxUnavailable: bwrap is missing or fails.
+        SandboxUnavailable: bwrap or libseccomp is missing, or bwrap fails.
     """
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -291,15 +402,19 @@ def _working() -> None:
             "no sandbox: bubblewrap (bwrap) is not installed; install Debian's "
             "bubblewrap (make test does), or pass --unsafe to grade without a sandbox"
         )
+    program = _program_fd()
     try:
         run = subprocess.run(
-            _sandbox_args(Limits(), [], ["/bin/true"]),
+            _sandbox_args(Limits(), [], ["/bin/true"], seccomp_fd=program),
             capture_output=True,
             text=True,
             timeout=30,
+            pass_fds=(program,),
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise SandboxUnavailable(f"no sandbox: bwrap cannot run here ({e})") from None
+    finally:
+        os.close(program)
     if run.returncode != 0:
         why = (run.stderr.strip().splitlines() or ["failed"])[-1]
         raise SandboxUnavailable(
@@ -468,18 +583,215 @@ def cgroup_support() -> str | None:
 
 
 @dataclass
+class Outcome:
+    """How a run ended (`Launch.communicate`): what the runner wrote on its records
+    channel (at most ``cap`` bytes), why it was stopped (None: it ended by itself;
+    ``"timeout"``, ``"quiet"`` or ``"frozen"``), and the seconds it took."""
+
+    output: bytes
+    stopped: str | None
+    seconds: float
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent PID, start time) of process ``pid``, or None if it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()
+    try:
+        return fields[0], int(fields[1]), int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _children(pid: int) -> list[int]:
+    """The PIDs of ``pid``'s children, oldest first."""
+    kids = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            text = Path(f"/proc/{pid}/task/{task}/children").read_text()
+            kids += [int(k) for k in text.split()]
+    except (OSError, ValueError):
+        return []
+    started = {k: s[2] for k in kids if (s := _stat(k)) is not None}
+    return sorted(started, key=lambda k: (started[k], k))
+
+
+@dataclass
 class Launch:
-    """A started sandbox: the process, and its cgroup (None where there is none)."""
+    """A started sandbox: the process (bubblewrap's monitor, outside the sandbox), its
+    cgroup (None where there is none), and the grader's ends of the runner's
+    channels: ``input`` (the runner reads the grading notebook from it) and
+    ``records`` (the runner writes its records to it). No other process of the
+    sandbox holds either: bwrap's init closes every descriptor but 0, 1 and 2 (which
+    are ``/dev/null``), and the runner, undumpable, keeps them from its kernel.
+
+    ``info`` is where bwrap writes the host PID of the sandbox's init; killing that
+    one process ends every process of the sandbox (its PID namespace), whatever
+    session or process group they are in. ``depth``: the runner's generation below
+    that init (3 for a root grader: the outer init, the inner bwrap, its init)."""
 
     process: subprocess.Popen
     cgroup: Cgroup | None
+    input: int | None = None
+    records: int | None = None
+    info: int | None = None
+    depth: int = 1
+    init: int | None = None
+    pidfd: int | None = None
+    runner: int | None = None
+    _info_text: bytearray = field(default_factory=bytearray)
+
+    def _read_info(self) -> bool:
+        """Read bwrap's info; at its end, find the sandbox's init. False at the end."""
+        try:
+            block = os.read(self.info, 4096)
+        except BlockingIOError:
+            return True
+        except OSError:
+            block = b""
+        if block:
+            self._info_text += block[: 65536 - len(self._info_text)]
+            return True
+        try:
+            pid = json.loads(self._info_text.decode())["child-pid"]
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            return False
+        if not isinstance(pid, int) or pid <= 1:
+            return False
+        try:
+            pidfd = os.pidfd_open(pid)
+        except (OSError, AttributeError):
+            pidfd = None
+        # The PID is the init's only while bwrap's monitor, our child, is its parent
+        # (the monitor has not reaped it, so the PID cannot have been reused).
+        found = _stat(pid)
+        if found is None or found[1] != self.process.pid:
+            if pidfd is not None:
+                os.close(pidfd)
+            return False
+        self.init, self.pidfd = pid, pidfd
+        return False
+
+    def _runner_stopped(self) -> bool:
+        """Whether the runner is stopped (SIGSTOP from one of the sheet's processes)."""
+        if self.runner is None:
+            pid = self.init if self.info is not None else self.process.pid
+            for _ in range(self.depth if self.info is not None else 0):
+                kids = _children(pid) if pid is not None else []
+                pid = kids[0] if kids else None
+            self.runner = pid
+        found = _stat(self.runner) if self.runner is not None else None
+        return found is not None and found[0] in ("T", "t")
+
+    def communicate(
+        self,
+        data: bytes,
+        *,
+        timeout: float,
+        quiet: float | None = None,
+        cap: int = 16 << 20,
+    ) -> Outcome:
+        """Write ``data`` to the runner, read its records until it ends, and stop
+        the sandbox (`close`) when it runs past ``timeout`` seconds, sends nothing
+        for ``quiet`` seconds once it has begun to send, or its runner stays stopped
+        for a second (a sheet's ``os.kill(os.getppid(), SIGSTOP)``). All waiting is
+        done here, with those limits: nothing the sandbox's processes do can make it
+        wait longer."""
+        start = time.monotonic()
+        pending = memoryview(data)
+        kept = bytearray()
+        stopped = None
+        last = frozen = None
+        look = start + 0.5
+        sel = selectors.DefaultSelector()
+        for fd, event, name in (
+            (self.input, selectors.EVENT_WRITE, "input"),
+            (self.records, selectors.EVENT_READ, "records"),
+            (self.info, selectors.EVENT_READ, "info"),
+        ):
+            if fd is not None:
+                os.set_blocking(fd, False)
+                sel.register(fd, event, name)
+        try:
+            while True:
+                now = time.monotonic()
+                if now - start >= timeout:
+                    stopped = "timeout"
+                    break
+                if quiet is not None and last is not None and now - last >= quiet:
+                    stopped = "quiet"
+                    break
+                if now >= look:
+                    look = now + 0.25
+                    if not self._runner_stopped():
+                        frozen = None
+                    elif frozen is None:
+                        frozen = now
+                    elif now - frozen >= 1:
+                        stopped = "frozen"
+                        break
+                names = {k.data for k in sel.get_map().values()}
+                if "records" not in names and self.process.poll() is not None:
+                    break
+                if not names - {"input"} and "records" not in names:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.process.wait(timeout=0.2)
+                    continue
+                for key, _ in sel.select(timeout=0.2):
+                    if key.data == "input":
+                        try:
+                            pending = pending[os.write(key.fd, pending[: 1 << 16]) :]
+                        except BlockingIOError:
+                            continue
+                        except OSError:
+                            pending = pending[:0]
+                        if not pending:
+                            sel.unregister(key.fd)
+                            os.close(key.fd)
+                            self.input = None
+                    elif key.data == "records":
+                        try:
+                            block = os.read(key.fd, 1 << 16)
+                        except BlockingIOError:
+                            continue
+                        except OSError:
+                            block = b""
+                        if not block:
+                            sel.unregister(key.fd)
+                            continue
+                        last = time.monotonic()
+                        kept += block[: max(0, cap - len(kept))]
+                    elif not self._read_info():
+                        sel.unregister(key.fd)
+        finally:
+            sel.close()
+        return Outcome(bytes(kept), stopped, time.monotonic() - start)
 
     def close(self) -> None:
-        """Kill what is left of the sandbox and remove its cgroup."""
+        """Kill every process of the sandbox (its init, then bwrap's monitor), wait
+        for the monitor, a few seconds at most, remove the cgroup and close the
+        channels."""
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        elif self.init is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self.init, signal.SIGKILL)
         with contextlib.suppress(OSError):
             os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
         if self.cgroup is not None:
             self.cgroup.close()
+        for name in ("input", "records", "info", "pidfd"):
+            fd = getattr(self, name)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                setattr(self, name, None)
 
 
 def launch(
@@ -492,8 +804,10 @@ def launch(
     env: dict[str, str] | None = None,
     stderr: int = subprocess.DEVNULL,
 ) -> Launch:
-    """Start the runner in a sandbox (see the module's docstring), in its own session,
-    with pipes for its standard input and output.
+    """Start the runner in a sandbox (see the module's docstring), in its own
+    session, with its standard input and output on ``/dev/null`` and its two
+    channels (`Launch`) on pipes of their own; with ``check``, the pre-flight (no
+    channels).
 
     Raises:
         SandboxUnavailable: without ``unsafe``, when no sandbox can be made.
@@ -503,28 +817,65 @@ def launch(
         version, parents = _cgroup_parents()
         with contextlib.suppress(OSError):
             group = _make_cgroup(limits, parents, version)
+    mine: list[int] = []  # the grader's ends
+    theirs: list[int] = []  # the sandbox's ends, closed here once it has them
     try:
+        channels = None
+        if not check:
+            into, input_ = os.pipe()
+            records, out = os.pipe()
+            mine += [input_, records]
+            theirs += [into, out]
+            channels = (into, out)
+        seccomp_fd = info_fd = None
+        if not unsafe:
+            seccomp_fd = _program_fd()
+            theirs.append(seccomp_fd)
+            info, info_fd = os.pipe()
+            mine.append(info)
+            theirs.append(info_fd)
         args = command(
-            limits, unsafe=unsafe, hide=hide, check=check, cgroup=group is not None
+            limits,
+            unsafe=unsafe,
+            hide=hide,
+            check=check,
+            cgroup=group is not None,
+            channels=channels,
+            seccomp_fd=seccomp_fd,
+            info_fd=info_fd,
         )
-    except SandboxUnavailable:
         if group is not None:
-            group.close()
-        raise
-    if group is not None:
-        args = [sys.executable, "-I", "-S", "-c", ENTER, *group.procs(), "--", *args]
-    try:
+            args = [
+                sys.executable,
+                "-I",
+                "-S",
+                "-c",
+                ENTER,
+                *group.procs(),
+                "--",
+            ] + args
         process = subprocess.Popen(
             args,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
             stderr=stderr,
             cwd=cwd,
             env=env,
             start_new_session=True,
+            pass_fds=theirs,
         )
-    except OSError:
+    except BaseException:
+        for fd in mine:
+            os.close(fd)
         if group is not None:
             group.close()
         raise
-    return Launch(process, group)
+    finally:
+        for fd in theirs:
+            os.close(fd)
+    started = Launch(process, group, depth=3 if _as_root() else 1)
+    if not check:
+        started.input, started.records = mine[0], mine[1]
+    if not unsafe:
+        started.info = mine[-1]
+    return started
