@@ -12,6 +12,11 @@ C / (P · MFU) GPU-seconds. Llama 3 405B: 3.8·10²⁵ FLOPs (Llama 3 paper, Sec
 38–43 % MFU on H100s (Table 4) is 24–28 million H100-hours; Meta's model card
 reports 30.84 million for the 405B model.
 
+A layout's step time from `llmmath.parallel.plan` runs every FLOP at the peak: an
+upper bound on the MFU, a lower bound on the hours. `step_at_mfu` stretches the same
+step to a published MFU (`PUBLISHED_MFU`, Llama 3's lowest), and ``parallel`` prints
+the cost as the range between the two.
+
 Standard library only. Used by ``python -m llmmath parallel --price-per-gpu-hour``
 (`llmmath.parallel_cli`); explained with the step time in *Many GPUs*
 (``chapters/09c_many_gpus.ipynb``).
@@ -24,6 +29,15 @@ import math
 from llmmath.errors import ConfigError, check_positive_int
 
 SECONDS_PER_HOUR = 3600
+
+#: The MFU a real run reached, for costs beside the layout's bound: 38 %, the lowest
+#: BF16 MFU of Llama 3 405B's pre-training on H100s (`PUBLISHED_MFU_SOURCE`).
+PUBLISHED_MFU = 0.38
+PUBLISHED_MFU_SOURCE = (
+    "Llama 3 paper (Dubey et al. 2024), Table 4: BF16 MFU of 43 % on 8,192 H100s and "
+    "41 % on 16,384 with 8,192-token sequences, 38 % on 16,384 with 131,072-token "
+    "sequences; the lowest"
+)
 
 #: The largest price per GPU-hour the checks accept (currency units): far above any
 #: rental, low enough that no cost of a valid layout overflows a float.
@@ -75,11 +89,39 @@ def training_gpu_hours(flops: float, peak_flops: float, mfu: float) -> float:
 
     Raises:
         ConfigError: ``mfu`` not in (0, 1], or a non-positive FLOPs or peak."""
-    if not 0 < mfu <= 1:
-        raise ConfigError(f"mfu must be in (0, 1], got {mfu!r}")
+    check_mfu(mfu)
     if not (flops > 0 and peak_flops > 0):
         raise ConfigError("flops and peak_flops must be positive")
     return flops / (peak_flops * mfu) / SECONDS_PER_HOUR
+
+
+def check_mfu(mfu: float, name: str = "mfu") -> float:
+    """``mfu`` as a float if it is a number in (0, 1].
+
+    Raises:
+        ConfigError: anything else (zero, negative, above 1, NaN, not a number)."""
+    if isinstance(mfu, bool) or not isinstance(mfu, (int, float)):
+        raise ConfigError(f"{name} must be a number, got {mfu!r}")
+    if not 0 < mfu <= 1:
+        raise ConfigError(f"{name} must be in (0, 1], got {mfu!r}")
+    return float(mfu)
+
+
+def step_at_mfu(step_seconds: float, mfu_bound: float, mfu: float) -> float:
+    """Seconds of a step that does the FLOPs of one taking ``step_seconds`` at model
+    FLOPs utilization ``mfu_bound``, at ``mfu`` instead: step_seconds · mfu_bound /
+    mfu (time is FLOPs over the peak times the MFU).
+
+    Raises:
+        ConfigError: ``mfu`` not in (0, 1], or above ``mfu_bound`` (the bound is the
+        most a layout reaches: every FLOP at the peak)."""
+    check_mfu(mfu)
+    if mfu > mfu_bound:
+        raise ConfigError(
+            f"mfu ({mfu:g}) is above this layout's bound ({mfu_bound:.3f}), which "
+            "runs every FLOP at the peak"
+        )
+    return step_seconds * mfu_bound / mfu
 
 
 def step_and_run(

@@ -4,9 +4,11 @@
 ``python -m llmmath parallel MODEL --gpus N [--dp D] [--tp T] [--pp P] [--ep E]
 [--zero 0|1|2|3] [--micro-batches M] [--micro-batch-size B] [--seq-len S]
 [--sequence-parallel] [--recompute] [--chunks V] [--gpu h100|h800|a100]
-[--price-per-gpu-hour P] [--tokens N] [--json]``: what each GPU holds and sends in one
-training step of that layout (`llmmath.parallel.plan`); with a price, what a step costs,
-and with a token budget, the whole run's steps, time and cost (`llmmath.cost`).
+[--price-per-gpu-hour P] [--tokens N] [--mfu F] [--json]``: what each GPU holds and
+sends in one training step of that layout (`llmmath.parallel.plan`); with a price, what
+a step costs, and with a token budget, the whole run's steps, time and cost
+(`llmmath.cost`), as a range: at the layout's bound (every FLOP at the peak) and at an
+MFU a real run reached (``--mfu``, default `llmmath.cost.PUBLISHED_MFU`, Llama 3's).
 
 A layout that does not fit together (dp·tp·pp ≠ gpus, heads not divisible by tp,
 layers by pp, experts by ep) exits 2 with one line on stderr. Imports neither torch nor
@@ -41,28 +43,47 @@ def parallel_report(name: str, cfg: ModelConfig, **layout) -> dict:
     return {"model": name, **plan(cfg, **layout).report()}
 
 
-def cost_report(report: dict, price_per_gpu_hour=None, tokens=None) -> dict:
-    """``report`` (`parallel_report`'s) with ``"cost"``: `llmmath.cost.step_and_run`
-    of its step (seconds, GPU-hours, currency units of the price), when a price or a
-    token budget is given; else ``report`` unchanged.
+def cost_report(report: dict, price_per_gpu_hour=None, tokens=None, mfu=None) -> dict:
+    """``report`` (`parallel_report`'s) with ``"cost"``, `llmmath.cost.step_and_run` of
+    its step (seconds, GPU-hours, currency units of the price), and
+    ``"cost_at_mfu"``, the same for the step stretched to ``mfu``
+    (`llmmath.cost.step_at_mfu`; default `llmmath.cost.PUBLISHED_MFU`) with its
+    ``"mfu"`` and ``"mfu_source"``: the cost as a range, from the layout's bound to a
+    published MFU. Both when a price, a token budget or an MFU is given; else
+    ``report`` unchanged. The default MFU above a layout's bound (a layout slower than
+    Llama 3's runs) leaves ``"cost_at_mfu"`` out.
 
     Raises:
-        ConfigError: a price that is not positive and finite, or bad tokens."""
-    if price_per_gpu_hour is None and tokens is None:
+        ConfigError: a price that is not positive and finite, bad tokens, or an
+        ``mfu`` not in (0, 1] or above the layout's bound."""
+    if price_per_gpu_hour is None and tokens is None and mfu is None:
         return report
-    from llmmath.cost import step_and_run
-
-    costs = step_and_run(
-        report["gpus"],
-        report["step_seconds_total"],
-        report["tokens_per_step"],
-        price_per_gpu_hour,
-        tokens,
+    from llmmath.cost import (
+        PUBLISHED_MFU,
+        PUBLISHED_MFU_SOURCE,
+        step_and_run,
+        step_at_mfu,
     )
-    return {**report, "cost": costs}
+
+    gpus, step = report["gpus"], report["step_seconds_total"]
+    per_step = report["tokens_per_step"]
+    out = {
+        **report,
+        "cost": step_and_run(gpus, step, per_step, price_per_gpu_hour, tokens),
+    }
+    given = mfu is not None
+    mfu = mfu if given else PUBLISHED_MFU
+    if given or mfu <= report["mfu"]:
+        slower = step_at_mfu(step, report["mfu"], mfu)
+        out["cost_at_mfu"] = {
+            "mfu": mfu,
+            "mfu_source": "given (--mfu)" if given else PUBLISHED_MFU_SOURCE,
+            **step_and_run(gpus, slower, per_step, price_per_gpu_hour, tokens),
+        }
+    return out
 
 
-def _cost_lines(c: dict) -> list[str]:
+def _cost_lines(c: dict, at: dict | None = None) -> list[str]:
     lines = [f"  step = {c['step_gpu_hours']:.4g} GPU-hours"]
     if "step_cost" in c:
         lines[0] += f", cost {c['step_cost']:,.2f} at {c['price_per_gpu_hour']:g}/GPU-h"
@@ -71,6 +92,24 @@ def _cost_lines(c: dict) -> list[str]:
             f"  {c['tokens']:,} tokens = {c['steps']:,} steps ≈ {c['run_days']:,.1f} "
             f"days, {c['run_gpu_hours']:,.0f} GPU-hours"
             + (f", cost {c['run_cost']:,.0f}" if "run_cost" in c else "")
+        )
+    if at is None:
+        return lines
+    source = "given" if at["mfu_source"].startswith("given") else "Llama 3, Table 4"
+    lines.append(
+        f"  at MFU {at['mfu']:.0%} ({source}): step {at['step_seconds']:.3g} s = "
+        f"{at['step_gpu_hours']:.4g} GPU-hours"
+        + (f", cost {at['step_cost']:,.2f}" if "step_cost" in at else "")
+    )
+    if "steps" in at:
+        lines.append(
+            f"  the run at MFU {at['mfu']:.0%}: {at['run_days']:,.1f} days, "
+            f"{at['run_gpu_hours']:,.0f} GPU-hours"
+            + (f", cost {at['run_cost']:,.0f}" if "run_cost" in at else "")
+        )
+        lines.append(
+            f"  the run's GPU-hours, from the bound to MFU {at['mfu']:.0%}: "
+            f"{c['run_gpu_hours']:,.0f} to {at['run_gpu_hours']:,.0f}"
         )
     return lines
 
@@ -91,6 +130,21 @@ def _price(text: str) -> float:
         return check_price(float(text))
     except ConfigError as e:
         raise argparse.ArgumentTypeError(str(e).split(", got")[0]) from None
+
+
+def _mfu(text: str) -> float:
+    """An argparse type: a model FLOPs utilization, a decimal number in (0, 1] in
+    ASCII (`llmmath.cost.check_mfu`)."""
+    from llmmath.cost import check_mfu
+    from llmmath.errors import ConfigError
+
+    shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
+    if len(text) > 100 or not _DECIMAL.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {shown!r}")
+    try:
+        return check_mfu(float(text))
+    except ConfigError:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {shown}") from None
 
 
 def _parallel(args: argparse.Namespace) -> int:
@@ -114,7 +168,7 @@ def _parallel(args: argparse.Namespace) -> int:
         chunks=args.chunks,
         gpu=args.gpu,
     )
-    report = cost_report(report, args.price_per_gpu_hour, args.tokens)
+    report = cost_report(report, args.price_per_gpu_hour, args.tokens, args.mfu)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -138,7 +192,7 @@ def _parallel(args: argparse.Namespace) -> int:
         ),
         f"  step ≈ {r['step_seconds_total']:.3g} s, MFU ≈ {r['mfu']:.0%} "
         "(ideal kernels)",
-        *(_cost_lines(r["cost"]) if "cost" in r else []),
+        *(_cost_lines(r["cost"], r.get("cost_at_mfu")) if "cost" in r else []),
     ]
     print("\n".join(lines))
     return 0
@@ -204,5 +258,13 @@ def add_commands(sub, command, count, once=None) -> None:
         type=count_argument,
         default=None,
         help="training tokens: the run's steps, days, GPU-hours (and cost)",
+        **opt,
+    )
+    p.add_argument(
+        "--mfu",
+        type=_mfu,
+        default=None,
+        help="the MFU a real run reaches, in (0, 1]: the costs also at it (default "
+        "0.38, the lowest of the Llama 3 paper's Table 4)",
         **opt,
     )

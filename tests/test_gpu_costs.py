@@ -258,3 +258,127 @@ def test_chapter_9c_command_prices_the_same_run(capsys):
     shown = "".join(cell["outputs"][0]["text"]).replace(" \\\n    ", " ")
     assert shown.startswith("python -m llmmath " + " ".join(argv) + "\n")
     assert "the command's cost equals step_and_run's: True" in shown
+
+
+# --- issue 32: the cost as a range, from the layout's bound to a published MFU ------
+
+
+def test_published_mfu_is_the_lowest_of_llama_3s_table_4():
+    from llmmath.cost import PUBLISHED_MFU, PUBLISHED_MFU_SOURCE
+
+    table4 = (0.43, 0.41, 0.38)  # 8,192 GPUs; 16,384; 16,384 with 131,072 tokens
+    assert PUBLISHED_MFU == min(table4)
+    assert "Table 4" in PUBLISHED_MFU_SOURCE and "38 %" in PUBLISHED_MFU_SOURCE
+
+
+def test_step_at_mfu_by_hand():
+    from llmmath.cost import step_at_mfu
+
+    assert step_at_mfu(5.0, 0.75, 0.375) == 10.0  # half the MFU, twice the time
+    assert step_at_mfu(5.0, 0.75, 0.75) == 5.0
+    for bad in (0, -0.1, 1.5, math.nan, True, "0.4"):
+        with pytest.raises(ConfigError, match="mfu"):
+            step_at_mfu(5.0, 0.75, bad)
+    with pytest.raises(ConfigError, match="above this layout's bound"):
+        step_at_mfu(5.0, 0.75, 0.8)
+
+
+def test_cli_cost_range_at_the_published_mfu(capsys):
+    """The chapter's layout at 15T tokens: the bound's 2.57 M GPU-hours and, at 38 %,
+    the same FLOPs 0.736/0.38 times slower, 4.98 M; --mfu 0.43 gives 4.40 M."""
+    argv = ["parallel", "llama-3-70b", "--gpus", "1024", "--tp", "8", "--pp", "1"]
+    argv += ["--zero", "1", "--micro-batches", "8", "--seq-len", "8192"]
+    argv += ["--sequence-parallel", "--tokens", str(15 * 10**12)]
+    assert main([*argv, "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    at, c = r["cost_at_mfu"], r["cost"]
+    assert at["mfu"] == 0.38 and "Table 4" in at["mfu_source"]
+    T = r["step_seconds_total"] * r["mfu"] / 0.38
+    assert at["step_seconds"] == pytest.approx(T, rel=1e-12)
+    assert at["steps"] == c["steps"] == 1_788_140
+    assert at["run_gpu_hours"] == pytest.approx(1024 * 1_788_140 * T / 3600)
+    assert round(c["run_gpu_hours"] / 1e6, 2) == 2.57
+    assert round(at["run_gpu_hours"] / 1e6, 2) == 4.98
+    assert main([*argv, "--mfu", "0.43", "--json"]) == 0
+    at = json.loads(capsys.readouterr().out)["cost_at_mfu"]
+    assert at["mfu"] == 0.43 and at["mfu_source"].startswith("given")
+    assert round(at["run_gpu_hours"] / 1e6, 2) == 4.40
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "at MFU 38% (Llama 3, Table 4)" in text
+    assert "from the bound to MFU 38%: 2,571,464 to 4,978,503" in text
+
+
+def test_mfu_alone_gives_the_step_at_it(capsys):
+    status, out, _ = run(capsys, "--tp", "8", "--micro-batches", "4", "--mfu", "0.1")
+    assert status == 0 and "at MFU 10% (given)" in out
+    status, out, _ = run(
+        capsys, "--tp", "8", "--micro-batches", "4", "--mfu", "0.1", "--json"
+    )
+    r = json.loads(out)
+    assert set(r["cost_at_mfu"]) == {
+        "mfu",
+        "mfu_source",
+        "step_seconds",
+        "step_gpu_hours",
+    }
+    assert r["cost_at_mfu"]["step_seconds"] == pytest.approx(
+        r["step_seconds_total"] * r["mfu"] / 0.1
+    )
+
+
+def test_default_mfu_above_a_slow_layouts_bound_is_left_out(capsys):
+    """A layout whose bound is under 38 % (one micro-batch: most of a 16-stage pipeline
+    idles) keeps its bound's cost alone; an explicit --mfu above it is refused."""
+    argv = ["--tp", "1", "--pp", "16", "--micro-batches", "1", "--tokens", str(10**9)]
+    status, out, _ = run(capsys, *argv, "--json")
+    r = json.loads(out)
+    assert status == 0 and r["mfu"] < 0.38 and "cost_at_mfu" not in r
+    status, out, err = run(capsys, *argv, "--mfu", "0.9")
+    assert status == 2 and out == "" and err.count("\n") == 1 and "bound" in err
+
+
+@pytest.mark.parametrize(
+    "value", ["0", "-0.1", "1.5", "nan", "inf", "1e999", " 0.4", "\u0660.4", "40%"]
+)
+def test_bad_mfu_gets_one_line(capsys, value):
+    status, out, err = run(capsys, "--mfu", value)
+    assert status == 2 and out == "" and err.count("\n") == 1
+
+
+def test_mfu_twice_is_refused(capsys):
+    status, out, err = run(capsys, "--mfu", "0.3", "--mfu", "0.4")
+    assert status == 2 and out == "" and err.count("\n") == 1
+
+
+def test_chapter_9c_sets_its_bound_beside_the_published_hours():
+    """Issue 32: Meta's model card (meta-llama/llama3, MODEL_CARD.md: Llama 3 8B 1.3M,
+    70B 6.4M H100 GPU-hours, 7.7M in all) against the chapter's bound of 2.57 M, the
+    MFU those hours imply for llmmath's FLOPs of 15T tokens (3 forward passes of
+    8192-token sequences, attention too), and the hours at Table 4's MFUs; the Llama 3
+    paper's Sec. 3.3.4: 466 interruptions (419 unexpected) in a 54-day snapshot, more
+    than 90 % effective training time."""
+    from llmmath.flops import training_flops
+
+    g = glued(CHAPTER_9C)
+    assert (g["card_70b"], g["card_total"]) == ("6.4", "7.7")
+    r = plan(presets.load("llama-3-70b"), 1024, **LAYOUT)
+    bound = 1024 * 1_788_140 * r.step_seconds / 3600
+    assert g["cost_run_gpuh"] == "2.57" and g["card_ratio"] == f"{6.4e6 / bound:.1f}"
+    assert g["card_ratio"] == "2.5"
+    flops = float(training_flops(presets.load("llama-3-70b"), 15 * 10**12, 8192))
+    mfu = flops / (6.4e6 * 3600 * 989.4e12)
+    assert g["card_mfu"] == f"{mfu:.0%}" == "30%"
+    at = {m: flops / (989.4e12 * m) / 3600 for m in (0.43, 0.41, 0.38)}
+    assert (g["pub_hours_lo"], g["pub_hours_hi"]) == ("4.40", "4.98")
+    assert g["pub_hours_hi"] == f"{at[0.38] / 1e6:.2f}"
+    assert g["card_over_pub"] == f"{6.4e6 / at[0.38] - 1:.0%}" == "29%"
+    assert g["pub_mfu"] == "38%" and (g["l3_mfu_8k"], g["l3_mfu_128k"]) == (
+        "43%",
+        "38%",
+    )
+    assert (g["l3_snapshot_days"], g["l3_interruptions"]) == ("54", "466")
+    assert (g["l3_unexpected"], g["l3_effective"]) == ("419", "90%")
+    text = _prose(CHAPTER_9C)
+    assert "{cite:p}`meta2024llama3card`" in text and "(gpus-published-cost)=" in text
+    assert "lower bound on the hours" in text

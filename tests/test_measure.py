@@ -255,3 +255,29 @@ def test_cuda_report_fields(monkeypatch, capsys, write_config):
     assert d["needed_bytes"]["weights"] == 2 * (blocks + 32 + 2 * 64 * 32)
     text = measure.format_report(r)
     assert "graph" in text and "eager" in text and "dominant left-out cost" in text
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(
+    not _cuda(), reason="needs a CUDA GPU (the CPU tests above run the rest)"
+)
+def test_measure_on_a_real_gpu(capsys):
+    """On a GPU: the whole Llama-3.2-1B, eager and graph; the graph is faster than the
+    eager step and no faster than the roofline allows (a little slack for a measured
+    bandwidth below what a step's kernels reach), and the share of the bandwidth is
+    below 1."""
+    assert main(["measure", "--device", "cuda", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    d, s = r["cuda"], r["cuda"]["decode_step_seconds"]
+    assert r["model"] == "llama-3.2-1b" and r["parameters"] == 1_235_814_400
+    assert s["graph"] < s["eager"] and s["graph"] > 0.8 * s["roofline"]
+    assert 0 < d["bandwidth_share"]["graph"] < 1.25
+    assert 0 < d["prefill_flops_share"] < 1.25
+    assert d["dominant_cost"] in ("launch overhead", "the kernels", "none")

@@ -114,3 +114,82 @@ def test_awq_llama3_70b_and_its_cache_fit_80GB():
     assert shown["awq_GB"] == f"{file_bytes / 1e9:.2f} GB"
     assert shown["awq_cache_GB"] == f"{cache_bytes / 1e9:.2f} GB"
     assert "awq_fits" not in shown  # a claim in the prose, not a word glued in
+
+
+def test_issue32_h200_measured_beside_the_roofline():
+    """Issue 32: the chapter's H200 figures recomputed from `llmmath.measured` (the
+    file with its provenance) and the roofline by hand: a decode step of Llama-3-8B at
+    batch b over 4096 cached tokens reads every weight but the embedding, the LM head
+    and b embedding rows, and each sequence's cache, at the catalogue's 4.8 TB/s; the
+    prefill's FLOPs at 989.4 TFLOP/s."""
+    from llmmath import measured
+    from llmmath.flops import forward_flops_per_token
+
+    run = measured.inference_h200()
+    env, got, att = run["environment"], run["llama-3-8b_bf16"], run["attained"]
+    g = glued(CHAPTER)
+    assert (g["h200_name"], g["h200_driver"]) == ("NVIDIA H200", env["driver"])
+    assert (g["h200_torch"], g["h200_transformers"]) == ("2.11.0+cu130", "5.17.0")
+    assert g["h200_date"] == run["measured_on"] == "2026-11-27"
+    assert (g["h200_peak"], g["h200_bw"]) == ("989 TFLOP/s", "4.8 TB/s")
+    cfg = presets.load("llama-3-8b")
+    n = count_params(cfg)
+    assert got["weights_bytes_allocated"] - 2 * n.total == 1536
+    assert g["h200_extra"] == "1,536" and got["kv_cache_bytes_batch8_4096"] == 2**32
+    roof, graph, eager = {}, {}, {}
+    for b in (1, 8):
+        read = 2 * (n.non_embedding + V * H + b * H) + b * 2 * L * KV * 4096 * 2
+        roof[b] = read / 4.8e12
+        eager[b] = got[f"decode_eager_batch{b}_ctx4096_seconds_median"]
+        graph[b] = got[
+            f"decode_cuda_graph_static_cache_batch{b}_ctx4096_seconds_median"
+        ]
+        assert g[f"h200_roof{b}"] == f"{1e3 * roof[b]:.2f} ms"
+        assert g[f"h200_eager{b}"] == f"{1e3 * eager[b]:.1f} ms"
+        assert g[f"h200_graph{b}"] == f"{1e3 * graph[b]:.1f} ms"
+        assert g[f"h200_eager_x{b}"] == f"{eager[b] / roof[b]:.0f}"
+        assert g[f"h200_graph_x{b}"] == f"{graph[b] / roof[b]:.1f}"
+    # the issue's figures: 59 ms eager, 18 times the roofline's 3.24 ms; 10.2 ms as a
+    # graph, 3.2 times; 1.52 TB/s, 32 % of 4.8; batch 8: 88 ms, 29.5 ms, 4.0 ms
+    assert (g["h200_roof1"], g["h200_eager_x1"], g["h200_graph_x1"]) == (
+        "3.24 ms",
+        "18",
+        "3.2",
+    )
+    assert (g["h200_eager8"], g["h200_graph8"], g["h200_roof8"]) == (
+        "88.0 ms",
+        "29.5 ms",
+        "4.02 ms",
+    )
+    assert g["h200_launch_x"] == f"{eager[1] / graph[1]:.1f}" == "5.8"
+    assert g["h200_grow8"] == f"{1e3 * (graph[8] - graph[1]):.1f}"
+    read1 = roof[1] * 4.8e12
+    assert g["h200_read_GB"] == f"{read1 / 1e9:.1f} GB"
+    assert g["h200_attained"] == f"{read1 / graph[1] / 1e12:.2f} TB/s" == "1.52 TB/s"
+    assert g["h200_attained_share"] == f"{read1 / graph[1] / 4.8e12:.0%}" == "32%"
+    copy = att["device_copy_bytes_per_s_read_plus_write"]
+    assert g["h200_copy"] == "4.2 TB/s" and g["h200_copy_share"] == "88%"
+    assert g["h200_attained_copy"] == f"{read1 / graph[1] / copy:.0%}"
+    # prefill: 4096 causal tokens, every FLOP at the peak, against 125 ms measured
+    flops = forward_flops_per_token(cfg, 4096, "causal").total * 4096
+    took, matmul = got["prefill_1x4096_seconds"], att["bf16_matmul_8192_flops_per_s"]
+    assert g["h200_pre_roof"] == f"{1e3 * flops / 989.4e12:.1f} ms" == "66.6 ms"
+    assert g["h200_pre_ms"] == "125 ms"
+    assert g["h200_pre_share"] == f"{flops / took / 989.4e12:.0%}" == "53%"
+    assert g["h200_matmul"] == "799 TFLOP/s" and g["h200_matmul_share"] == "81%"
+    assert g["h200_at_matmul"] == f"{1e3 * flops / matmul:.0f} ms"
+    assert g["h200_rest_share"] == f"{1 - flops / matmul / took:.0%}"
+    # the first measure on CUDA: 336 tokens/s against 3,261 predicted
+    old = run["measure_command_cuda_report"]["decode_tokens_per_s"]
+    assert g["h200_old_ratio"] == f"{old['measured'] / old['predicted']:.2f}" == "0.10"
+
+
+def test_issue32_measure_on_cuda_as_the_chapter_describes_it():
+    """The chapter's account of ``measure`` on CUDA: the context it prefills and the
+    two thresholds of `dominant_cost`, glued from `llmmath.measure`."""
+    from llmmath.measure import CUDA_CONTEXT, CUDA_MODEL, KERNEL_RATIO, LAUNCH_RATIO
+
+    g = glued(CHAPTER)
+    assert g["measure_ctx"] == f"{CUDA_CONTEXT:,}" == "4,096"
+    assert (g["measure_launch"], g["measure_kernel"]) == ("2", "1.5")
+    assert (LAUNCH_RATIO, KERNEL_RATIO, CUDA_MODEL) == (2.0, 1.5, "llama-3.2-1b")
