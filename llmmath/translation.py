@@ -392,7 +392,9 @@ def setup(app) -> dict:
 #: target only, since its title may be translated), a code span, a math span, a link's
 #: target, a web address and every number written in digits. Titles of links and of
 #: ``{doc}``/``{ref}`` roles are free. An English month beside a day or a year is its
-#: number ("18 April 2024" keeps 18, 4 and 2024: 2024 年 4 月 18 日).
+#: number ("18 April 2024" keeps 18, 4 and 2024: 2024 年 4 月 18 日). A number is
+#: digits not inside a Latin word ("Llama-3-8B" has 3 and 8, "bfloat16" none), and a
+#: Chinese character before it does not hide it (a note's "组有8" has 8).
 INVARIANT = re.compile(
     r"\{(?P<role>[a-z][\w:+-]*)\}`(?P<body>[^`]*)`"
     r"|(?P<code>(?P<ticks>`+)[^`].*?(?P=ticks))"
@@ -400,7 +402,7 @@ INVARIANT = re.compile(
     r"|\]\((?P<link>[^)\s]+)\)"
     r"|(?P<url>https?://[^\s)>\]]+)"
     r"|(?P<month>(?<=\d )(?:MONTHS)\b|\b(?:MONTHS)(?= \d{4}\b))"
-    r"|(?P<number>(?<![\w.])\d+(?:[.,]\d+)*)".replace(
+    r"|(?P<number>(?<![A-Za-z0-9_.])\d+(?:[.,]\d+)*)".replace(
         "MONTHS",
         "January|February|March|April|May|June|July|August|September|October"
         "|November|December",

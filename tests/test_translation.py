@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 from babel.messages.pofile import read_po
 from bs4 import BeautifulSoup
 
@@ -38,8 +39,9 @@ TOC_PAGES = [
     if "file:" in line
 ] + ["book/intro"]
 #: A number as the catalogue check counts one (`llmmath.translation.INVARIANT`): digits
-#: not inside a word, so "Llama-3-8B" has 3 and 8, and "bfloat16" or "A100" none.
-NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+#: not inside a Latin word, so "Llama-3-8B" has 3 and 8, "bfloat16" or "A100" none, and
+#: a note's "组有8" has 8.
+NUMBER = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:[.,]\d+)*")
 
 
 def _page(path: Path) -> str:
@@ -102,6 +104,273 @@ def test_every_block_is_a_message(source):
             t.type == "inline" and t.content.strip() for t in parser.parse(text)
         )
         assert ("译文" in after["source"]) == prose or "```{" in text, text[:80]
+
+
+# --- one term per concept, and Chinese typography (issue 33) -----------------------
+
+#: The catalogues other sessions were rewriting when these checks came (issue 33): the
+#: lead applies the terms and typography there, then removes them from this set.
+PENDING = {
+    "chapters/09_memory",
+    "chapters/09b_serving",
+    "chapters/09c_many_gpus",
+}
+TERMS = yaml.safe_load((LOCALES.parent / "terms.yml").read_text("utf-8"))
+GLOSSARY = translation.glossary_terms(
+    (ROOT / "book" / "glossary.md").read_text("utf-8")
+)
+#: Text a rule does not read: roles, code, math, link targets (`INVARIANT`'s parts).
+PROTECTED = re.compile(
+    r"\{[a-z][\w:+-]*\}`[^`]*`|`+[^`]+`+|\$\$.+?\$\$|\$[^$]+\$|\]\([^)]*\)"
+)
+FULL_WIDTH = "（）“”、，。：；！？《》"
+TYPOGRAPHY = {
+    "a space beside full-width punctuation": re.compile(
+        rf" [{FULL_WIDTH}]|[{FULL_WIDTH}] (?!\*)"
+    ),
+    "a space before %": re.compile(r"\d %"),
+    "half-width parentheses in Chinese text": re.compile(
+        r"\([^()]*[\u4e00-\u9fff][^()]*\)"
+        r"|[\u4e00-\u9fff] ?\([^(),]*\)|\([^(),]*\) ?[\u4e00-\u9fff]"
+    ),
+}
+
+
+def _catalogue_params(pending=PENDING):
+    return [
+        pytest.param(
+            path,
+            id=_page(path),
+            marks=[pytest.mark.xfail(reason="issue 33: pending", strict=True)]
+            if _page(path) in pending
+            else [],
+        )
+        for path in CATALOGUES
+    ]
+
+
+def _messages(path: Path):
+    with open(path, "rb") as handle:
+        return [m for m in read_po(handle) if m.id and m.string]
+
+
+def term_problems(text: str) -> list[str]:
+    """The other wordings of a glossary term (`TERMS`) in a translated message; a
+    quotation (“…”: a note's own words) and a gloss after the term are not read."""
+    found = []
+    for term, variants in {
+        **TERMS["terms"],
+        **TERMS["measure words"],
+    }.items():
+        text_here = re.sub(rf"{re.escape(term)}（[^）]*）", term, text)
+        text_here = re.sub(r"“[^”]*”", "", text_here)
+        found += [
+            f"{match.group()!r} for {term}"
+            for variant in variants
+            for match in re.finditer(variant, text_here)
+        ]
+    return found
+
+
+def typography_problems(text: str) -> list[str]:
+    """Chinese typography (`TYPOGRAPHY`) outside roles, code, math, links and the
+    inside of quotations."""
+    plain = PROTECTED.sub(lambda m: "\x00" * len(m.group()), text)
+    # a quotation keeps its source's own typography (a note's “8(=16/2)”)
+    plain = re.sub(
+        r"“[^”]*”", lambda m: "“" + "\x00" * (len(m.group()) - 2) + "”", plain
+    )
+    return [
+        f"{name}: {text[max(0, m.start() - 12) : m.end() + 12]!r}"
+        for name, rule in TYPOGRAPHY.items()
+        for m in rule.finditer(plain)
+    ]
+
+
+def test_terms_are_the_glossarys():
+    """Every term the check enforces is a term of the glossary, and the glossary
+    names the one it keeps for FLOPs and for normalization."""
+    assert set(TERMS["terms"]) <= set(GLOSSARY), set(TERMS["terms"]) - set(GLOSSARY)
+    assert {"FLOPs", "层归一化", "均方根归一化"} <= set(GLOSSARY)
+
+
+@pytest.mark.parametrize("catalogue", _catalogue_params())
+def test_one_term_per_concept(catalogue):
+    problems = [
+        f"{problem} in {m.string[:50]!r}"
+        for m in _messages(catalogue)
+        for problem in term_problems(m.string)
+    ]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("catalogue", _catalogue_params())
+def test_chinese_typography(catalogue):
+    """No space beside full-width punctuation (“练习 1（…）的解答”), 32% without a
+    space, full-width parentheses around Chinese words; an "Explore …" heading is
+    “动手探索：…”."""
+    problems = [
+        problem
+        for m in _messages(catalogue)
+        for problem in typography_problems(m.string)
+    ]
+    problems += [
+        f"heading {m.id!r} → {m.string!r}"
+        for m in _messages(catalogue)
+        if m.id.startswith("Explore") and not m.string.startswith("动手探索：")
+    ]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("归一化占浮点运算次数的 1%。", "浮点运算次数"),
+        ("每字节 4 次 FLOPs。", "次 FLOPs"),
+        ("它的因果内核跳过一半。", "因果内核"),
+        ("见[记号](notation.md)页。", "记号"),
+        ("运行下面的代码单元。", "代码单元"),
+        ("需要 8 个 GPU。", "8 个 GPU"),
+        ("这个表按全部对计数。", "全部对"),
+    ],
+)
+def test_the_term_check_catches(text, problem):
+    assert problem in " ".join(term_problems(text))
+
+
+def test_the_term_check_reads_neither_quotes_nor_glosses():
+    assert term_problems("笔记 002 写作“层规范化”；FLOPs（浮点运算次数）。") == []
+    assert term_problems("运行 Jupyter 内核，或在两块 H100 上运行核函数。") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["练习 1（引言） 的解答", "注意力 32 %", "梯度 (bf16)", "GQA “甚至”", "（内存 ）"],
+)
+def test_the_typography_check_catches(text):
+    assert typography_problems(text)
+
+
+def test_the_typography_check_accepts():
+    assert (
+        typography_problems("**运行。** 按 (out, in) 存储 `x ，y`，$a (b) c$。") == []
+    )
+
+
+# --- the notes in their own words (issue 33) ------------------------------------------
+
+#: Every quotation of the zh edition, in one place (locales/zh_CN/note_quotes.yml).
+QUOTED = yaml.safe_load((LOCALES.parent / "note_quotes.yml").read_text("utf-8"))
+#: The source notes, beside the repository (the project's shared folder), when present.
+SEEDS = ROOT.parent / "shared" / "seeds"
+QUOTATION = re.compile(r"“([^”]*)”")
+CHINESE = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _passages() -> list[str]:
+    notes = [
+        passage
+        for lines in QUOTED["notes"].values()
+        for passages in lines.values()
+        for passage in passages
+    ]
+    return notes + [text for texts in QUOTED["other"].values() for text in texts]
+
+
+def quotation_pattern(quotation: str) -> re.Pattern:
+    """A quotation as it may stand for a passage: its words as they are; a math span
+    for the note's math, typeset the book's way; a glue role for a number the note
+    typed (no Chinese in it)."""
+    parts = re.split(r"(\$[^$]+\$|\{glue:text\}`[^`]*`)", quotation)
+    pattern = "".join(
+        r"\$[^$]+\$"
+        if part.startswith("$")
+        else r"[^\u4e00-\u9fff“”]+?"
+        if part.startswith("{glue")
+        else re.escape(part)
+        for part in parts
+    )
+    return re.compile(pattern)
+
+
+def unquoted(text: str, passages: list[str]) -> list[str]:
+    """The quotations with Chinese in them (“…”) of a message that are none of the
+    passages, word for word."""
+    return [
+        quotation
+        for quotation in QUOTATION.findall(text)
+        if CHINESE.search(quotation)
+        and not any(quotation_pattern(quotation).fullmatch(p) for p in passages)
+    ]
+
+
+@pytest.mark.parametrize(
+    "catalogue", _catalogue_params(PENDING - {"chapters/09b_serving"})
+)
+def test_every_quotation_is_a_passage(catalogue):
+    """Every quotation of the zh edition is a passage of note_quotes.yml: a note's own
+    words (not the English translated back), or a quotation listed as another
+    source's; chapters quoting one line share its passage."""
+    passages = _passages()
+    problems = [
+        f"“{quotation}” in {m.string[:40]!r}"
+        for m in _messages(catalogue)
+        for quotation in unquoted(m.string, passages)
+    ]
+    assert not problems, "not in note_quotes.yml:\n" + "\n".join(problems)
+
+
+def passage_pattern(passage: str) -> str:
+    """A passage as a pattern over its note's line: [x] repairs damaged characters
+    (one or a few), [……] leaves words out; the rest is the note's text."""
+    parts = re.split(r"(\[[^\]]*\])", passage)
+    return "".join(
+        ".*?"
+        if re.fullmatch(r"\[(?:…+|\.\.\.)\]", part)
+        else f".{{1,{len(part) + 1}}}?"
+        if re.fullmatch(r"\[[^\]]+\]", part) and CHINESE.search(part)
+        else re.escape(part)
+        for part in parts
+    )
+
+
+@pytest.mark.skipif(
+    not SEEDS.is_dir(), reason="the source notes are not beside the repo"
+)
+def test_passages_are_the_notes_words():
+    """Each note passage stands in its line of the note (emphasis markers aside)."""
+    notes = {
+        path.name[:3]: path.read_text("utf-8").split("\n")
+        for path in SEEDS.glob("0*.md")
+    }
+    problems = []
+    for note, lines in QUOTED["notes"].items():
+        for number, passages in lines.items():
+            line = notes[note][number - 1].replace("**", "")
+            problems += [
+                f"{note}:{number} {passage!r} not in {line.strip()[:80]!r}"
+                for passage in passages
+                if not re.search(passage_pattern(passage), line)
+            ]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_translated_back_quotation_is_caught():
+    passages = _passages()
+    assert unquoted(
+        "笔记说：“KV 缓存显存占用降低 75%（从 8 个头降到 2 个）”。", passages
+    )
+    assert not unquoted(
+        "笔记说：“推理时 KV cache 大小减少 75%（从 8 头 → 2 头）”。", passages
+    )
+    # the book's math for the note's, a glued number for the note's typed one
+    glued = "“远远地超出了他们所[提]供的 RAM {glue:text}`gpu` 的容量”"
+    assert not unquoted(glued, passages)
+    math = "“$32 \\times 16 \\times 1024 \\times 32 \\times 4096 = 2^{36}$ 份浮点数”"
+    assert not unquoted(math, passages)
+    assert re.search(
+        passage_pattern("甚至[提升]稳定性"), "影响很小，甚至\ufffd均稳定性"
+    )
 
 
 #: An English month beside a day or a year, as the catalogue check reads it: its number.
