@@ -28,9 +28,16 @@ Each item follows one line of transformers' code; the rules are:
   else at n_h·d_h after ``repeat_kv``. **Eager attention** keeps the fp32 softmax
   and its bf16 copy (6·n_h·t² bytes per sequence, plus the soft-capped scores'
   ``tanh`` for Gemma 2).
+- **Mixture of experts** (`_moe`, `_router`): the routed experts run as one
+  ``grouped_mm`` over the k·b·t (token, expert) pairs, so what they keep is k
+  experts' tensors per token at width I_e (``moe_intermediate_size``), whatever the
+  routing; fp32 under AMP (``grouped_mm`` is not autocast-enabled). **Multi-head
+  latent attention** (`_mla_attention`): the latents' norms, q and k n_h·(d_n + d_r)
+  wide, and V as a view of ``kv_b_proj``'s whole output.
 
 Checked against ``torch.autograd.graph.saved_tensors_hooks`` in transformers' own
-modules for every supported type (``tests/test_activations.py``) and against the
+modules for every supported type (``tests/test_activations.py``; mixtures of
+experts and MLA in ``tests/test_activations_moe.py``) and against the
 peaks measured on an H200 (``tests/test_training_peak.py``). Explained in chapter 9
 (*Memory and speed*).
 """
@@ -322,7 +329,10 @@ def layer_saved(
     item, without checkpointing (see the module's rules)."""
     layer = _Layer(cfg, recipe, batch * seq_len)
     first = index == 0 and recipe.lora  # nothing before it requires a gradient
-    _attention(layer, seq_len, index, first)
+    if cfg.is_mla:
+        _mla_attention(layer, seq_len, first)
+    else:
+        _attention(layer, seq_len, index, first)
     moe = cfg.is_moe and index not in cfg.dense_layers
     if moe:
         _moe(layer, cfg)
@@ -347,31 +357,219 @@ def _linear_params(cfg: ModelConfig, index: int, recipe: Recipe) -> int:
             continue
         if t.layer_set is not None and index not in t.layer_set:
             continue
-        if "experts" in t.name and t.copies > 1 and cfg.is_moe:
-            continue  # routed experts: only the chosen run (left out)
+        if t.name.startswith("mlp.experts."):
+            continue  # routed experts: grouped_mm is not autocast-enabled (`_moe`)
         total += t.numel
     return total
 
 
 def _moe(layer: _Layer, cfg: ModelConfig) -> None:
-    """A mixture-of-experts FFN: the norm and the router read the whole token; each
-    token's k routed experts and S shared experts keep a gated FFN's tensors at the
-    expert width I_e (``moe_intermediate_size``), and the router its logits."""
-    p = layer.p
-    H, I_e = cfg.hidden_size, cfg.expert_intermediate_size
+    """A mixture-of-experts FFN as transformers 5 trains it: the post-attention norm,
+    the router (`_router`), the routed experts and DeepSeek's shared experts.
+
+    The routed experts run as ``grouped_mm_experts_forward``
+    (``integrations/moe.py``), the default ``_experts_implementation`` on a GPU and
+    on CPUs with torch > 2.10 (``get_correct_experts_implementation`` in
+    ``modeling_utils.py`` picks ``"grouped_mm"`` when none is asked for; its autograd
+    node ``GroupedMmBackward0`` keeps the same tensors on every device). Its k·b·t
+    rows, one per (token, expert) pair, are sorted by expert and run as one batch, so
+    what it keeps depends on the pairs, k per token, never on how the router spread
+    them. Per pair, with e the experts' element size:
+
+    - the sort's int64 permutations: ``perm // k`` (kept by the gather, moe.py:441),
+      ``perm`` (by the routing weights' gather, :442) and the inverse (:529), 24 B;
+    - the gathered input, e·H (kept by ``grouped_mm`` for the weights' gradient);
+    - ``gate_up``'s output, e·2·I_e (SiLU keeps its ``gate`` half and the product
+      its ``up`` half, both views of it, :579), SiLU's output, e·I_e, and the
+      product, e·I_e (``down``'s input, kept for its weights' gradient);
+    - ``down``'s output, e·H, and the routing weight, kept by their product (:524).
+
+    Per layer, the int32 offsets (E values, :450). e is the compute dtype's size
+    except under AMP, where it is 4: ``grouped_mm`` is not autocast-enabled and
+    transformers casts its input to the experts' fp32 weights (moe.py:379). The
+    ``"eager"`` loop (one ``F.linear`` per expert hit, what
+    ``tests/test_transformers_oracle.py`` selects on CPUs) keeps per pair H elements
+    more (``index_add_`` keeps its source, the weighted rows in the hidden states'
+    dtype) and 8 B less (``token_idx`` and ``top_k_pos``, two views of one
+    ``torch.where`` result, instead of three permutations), and no offsets.
+    ``"batched_mm"`` gathers each pair's expert weights (``self.gate_up_proj[
+    expert_ids]``) and ``bmm`` keeps them: 3·I_e·H elements per pair, not modelled.
+    LoRA trains neither the experts (3-D parameters) nor the router, so neither
+    keeps the inputs of its matmuls.
+
+    DeepSeek's ``n_shared_experts`` (S) run as one gated MLP of width S·I_e on every
+    token (``DeepseekV3MoE``: ``self.shared_experts(residuals)``), and keep what a
+    dense FFN keeps (`_mlp`). Layers in ``cfg.dense_layers`` take `_mlp` at width
+    I instead (`layer_saved`).
+    """
+    p, r = layer.p, layer.r
+    H, I_e, k = cfg.hidden_size, cfg.expert_intermediate_size, cfg.num_experts_per_tok
+    E, S = cfg.num_local_experts, cfg.n_shared_experts
+    train = not r.lora
     name = "post-attention norm"
     layer.norm(name, H, in_grad=True)
-    layer.linear_inputs(f"{name}: output (input of router and experts)", H,
-                        ("gate",), p.resid)  # fmt: skip
-    E, k = cfg.num_local_experts, cfg.num_experts_per_tok
-    layer.add("router logits and weights (fp32)", 4 * 2 * E)
-    per = k + cfg.n_shared_experts
-    layer.add("experts' inputs (gathered tokens)", p.act * H * k)
-    layer.add("experts' gate outputs", p.act * I_e * per)
-    layer.add("experts' activation outputs", p.act * I_e * per)
-    layer.add("experts' up outputs", p.act * I_e * per)
-    layer.add("experts' products (inputs of down)", p.act * I_e * per)
-    layer.add("experts' outputs (weighted)", p.act * H * k)
+    router_keeps_output = _router(layer, cfg, f"{name}: output")
+    if S:
+        layer.linear_inputs(
+            f"{name}: output (input of the shared experts)", H,
+            ("gate_proj", "up_proj"), p.resid, already_saved=router_keeps_output,
+        )  # fmt: skip
+    e = 4 if p.autocast else p.act
+    layer.add("experts: sort permutations (3 × int64 per pair)", 3 * 8 * k)
+    layer.add("experts: grouped_mm offsets (int32)", 0, once=4 * E)
+    if train:
+        layer.add("experts: gathered inputs (input of gate_up)", e * H * k)
+    layer.add("experts: gate_up outputs (the activation's input)", e * 2 * I_e * k)
+    layer.add("experts: activation outputs", e * I_e * k)
+    if train:
+        layer.add("experts: products (input of down)", e * I_e * k)
+    layer.add("experts: down outputs (kept by the weighting)", e * H * k)
+    layer.add("experts: routing weights", _routing_weight_bytes(cfg, p) * k)
+    if S:
+        Is = S * I_e
+        layer.add("shared experts: gate output (input of the activation)", p.act * Is)
+        layer.add("shared experts: activation output", p.act * Is)
+        layer.add("shared experts: up output", p.act * Is)
+        layer.linear_inputs("shared experts: product (input of down_proj)", Is,
+                            ("down_proj",), p.act)  # fmt: skip
+
+
+def _router_score_bytes(cfg: ModelConfig, p: Precision) -> int:
+    """Element size of the router's probabilities: fp32 (Mixtral and Qwen3-MoE
+    softmax in fp32, DeepSeek computes its logits in fp32), except DeepSeek-V3's
+    sigmoid under AMP, whose ``F.linear`` autocast returns in bf16."""
+    if cfg.model_type == "deepseek_v3" and p.autocast:
+        return 2
+    return 4
+
+
+def _routing_weight_bytes(cfg: ModelConfig, p: Precision) -> int:
+    """Element size of the routing weights the experts multiply by: Qwen3-MoE casts
+    them to the logits' dtype (``router_top_value.to(router_logits.dtype)``,
+    modeling_qwen3_moe.py:264), the others keep the router's."""
+    if cfg.model_type == "qwen3_moe":
+        return p.act
+    return _router_score_bytes(cfg, p)
+
+
+def _router(layer: _Layer, cfg: ModelConfig, item: str) -> bool:
+    """What the router of a MoE layer keeps, per token: its input, its E
+    probabilities, the k int64 indices of ``topk``, and with renormalisation the sum
+    and the k weights the in-place division keeps. Returns whether its input is the
+    norm's output itself (kept once for the shared experts too).
+
+    - Mixtral (``MixtralTopKRouter``, modeling_mixtral.py:105-108):
+      ``F.linear(hidden_states, weight)`` keeps the norm's output, ``softmax`` of the
+      fp32 logits its fp32 output, and the weights are always renormalised.
+    - Qwen3-MoE (``Qwen3MoeTopKRouter``, modeling_qwen3_moe.py:259-264): the same,
+      renormalised only with ``norm_topk_prob``.
+    - DeepSeek-V2/V3 (``DeepseekV2TopkRouter``, modeling_deepseek_v2.py:99-115;
+      ``DeepseekV3TopkRouter``, modeling_deepseek_v3.py:135-157): ``F.linear`` of
+      fp32 copies of the input (4·H B per token) and of the weight (4·E·H B per
+      layer), then V2's softmax or V3's sigmoid (fp32); V3 renormalises with
+      ``norm_topk_prob`` (the denominator and the gathered weights), V2 never. V3's
+      group-limited choice (the score bias ``e_score_correction_bias``, the top-2
+      sums of ``n_group`` groups, the group mask) keeps nothing: only indices
+      leave it, so its graph is freed when the router returns. V2's
+      ``topk_method="group_limited_greedy"`` keeps its bool mask (E B per token,
+      ``masked_fill`` feeds the top-k values): not counted, as `ModelConfig` does
+      not carry ``topk_method`` (transformers' default is ``"greedy"``).
+    """
+    p = layer.p
+    H, E, k = cfg.hidden_size, cfg.num_local_experts, cfg.num_experts_per_tok
+    train = not layer.r.lora
+    deepseek = cfg.model_type in ("deepseek_v2", "deepseek_v3")
+    if deepseek and p.act == 2 and not p.autocast:
+        if train:
+            layer.add("router: input, fp32 copy", 4 * H)
+        layer.add("router: weight, fp32 copy", 0, once=4 * E * H)
+        keeps_output = False
+    else:  # the norm's output, or autocast's bf16 copy of it
+        layer.linear_inputs(f"{item} (input of the router)", H, ("gate",), p.resid)
+        keeps_output = train and not p.autocast
+    score = _router_score_bytes(cfg, p)
+    kind = "sigmoid" if cfg.model_type == "deepseek_v3" else "softmax"
+    layer.add(f"router: {kind} output", score * E)
+    layer.add("router: top-k indices (int64)", 8 * k)
+    renorm = {"mixtral": True, "deepseek_v2": False}.get(
+        cfg.model_type, cfg.norm_topk_prob
+    )
+    if renorm:
+        layer.add("router: renormalisation (sum and top-k weights)", score * (1 + k))
+    return keeps_output
+
+
+def _mla_attention(layer: _Layer, t: int, first: bool) -> None:
+    """Multi-head latent attention as transformers' ``DeepseekV3Attention`` and
+    ``DeepseekV2Attention`` train it (modeling_deepseek_v3.py:430-481), per token:
+
+    - the attention norm, whose output ``q_a_proj`` (or ``q_proj`` without
+      ``q_lora_rank``) and ``kv_a_proj_with_mqa`` read;
+    - ``q_a_layernorm`` on the d_c' query latent and ``kv_a_layernorm`` on the d_c
+      key-value latent (`_latent_norm`), whose outputs ``q_b_proj`` and
+      ``kv_b_proj`` read;
+    - RoPE on the d_r-wide ``q_pe`` and the shared ``k_pe`` keeps only the tables'
+      views (counted once for all layers in `saved_activations`' ``shared``);
+    - the query ``torch.cat((q_pass, q_rot))`` and the key ``new_empty`` filled
+      with k_nope and the broadcast k_pe, both n_h·(d_n + d_r) wide; the value is a
+      view of ``kv_b_proj``'s output (``torch.split``, :417), so what attention
+      keeps for V is that whole output, n_h·(d_n + d_v) wide;
+    - SDPA: n_kv = n_h (no ``enable_gqa``), and its q, k and v have unequal head
+      widths (d_n + d_r = 192 against d_v = 128 in DeepSeek-V3). PyTorch's flash
+      kernel refuses unequal widths (``check_head_dim_size_flash``), so CUDA runs
+      the memory-efficient kernel, which keeps q, k, v, its n_h·d_v output (also
+      ``o_proj``'s input) and an fp32 log-sum-exp per row and head (its rows padded
+      to a multiple of 32); a CPU runs the math kernel instead (fp32 q, kᵀ, v and
+      softmax; checked in ``tests/test_activations_moe.py``). Eager attention keeps
+      q, k, a contiguous copy of v (``torch.matmul`` folds the strided view into
+      (b·n_h, t, d_v)), the fp32 softmax and its bf16 copy, and its output's
+      contiguous copy as ``o_proj``'s input.
+    """
+    cfg, r, p = layer.cfg, layer.r, layer.p
+    H, n = cfg.hidden_size, cfg.num_attention_heads
+    d_n, d_r, d_v = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
+    layer.norm("attention norm", H, in_grad=not first)
+    q_in = "q_a_proj" if cfg.q_lora_rank else "q_proj"
+    layer.linear_inputs("attention norm: output (input of q and kv_a)", H,
+                        (q_in, "kv_a_proj_with_mqa"), p.resid)  # fmt: skip
+    if cfg.q_lora_rank:
+        _latent_norm(layer, "q_a_layernorm", cfg.q_lora_rank, "q_b_proj")
+    # kv_nope is a view of kv_a's output: in fp32 ``.to(float32)`` keeps the view
+    _latent_norm(layer, "kv_a_layernorm", cfg.kv_lora_rank, "kv_b_proj",
+                 viewed=cfg.kv_lora_rank + d_r)  # fmt: skip
+    layer.add("Q (q_nope and the rotated q_pe)", p.act * n * (d_n + d_r))
+    layer.add("K (k_nope and the shared rotated k_pe)", p.act * n * (d_n + d_r))
+    if r.attention == "eager":  # matmul folds V's strided view into a copy
+        layer.add("V (contiguous copy)", p.act * n * d_v)
+        layer.add("softmax output (fp32)", 4 * n * t)
+        layer.add("softmax output, bf16 copy", p.act * n * t if p.act == 2 else 0)
+        out_saved = False
+    else:
+        layer.add("kv_b_proj output (V is a view of it)", p.act * n * (d_n + d_v))
+        layer.add("attention output", p.act * n * d_v)
+        layer.add("log-sum-exp (fp32)", 4 * n)
+        out_saved = True
+    layer.linear_inputs("attention output (input of o_proj)", n * d_v, ("o_proj",),
+                        p.act, already_saved=out_saved)  # fmt: skip
+
+
+def _latent_norm(
+    layer: _Layer, module: str, width: int, reader: str, viewed: int | None = None
+) -> None:
+    """An MLA latent's RMSNorm (``DeepseekV3RMSNorm``, LlamaRMSNorm's code) on a
+    projection's output in the compute dtype: its fp32 copy and 1/rms, the
+    normalized copy in that dtype (when the weight trains), and its output (the
+    weight times it: fp32 under AMP, where the weight is fp32) as ``reader``'s
+    input. ``viewed``: the width of the tensor the input is a view of (in fp32 the
+    upcast is a no-op that keeps the view's storage)."""
+    p = layer.p
+    upcast = (viewed or width) if p.act == 4 else width
+    layer.add(f"{module}: fp32 input", 4 * upcast)
+    layer.add(f"{module}: 1/rms (fp32)", 4)
+    if not layer.r.lora:
+        layer.add(f"{module}: normalized copy", p.act * width)
+    out = 4 if p.autocast else p.act
+    layer.linear_inputs(f"{module}: output (input of {reader})", width, (reader,), out)
 
 
 def saved_activations(
@@ -429,7 +627,13 @@ def saved_activations(
     shared = {}
     if cfg.position_embedding_type == "rope":
         tables = 2 if cfg.rope_local_theta else 1
-        shared["RoPE cos and sin tables"] = tables * 2 * p.resid * cfg.head_dim * tokens
+        # MLA rotates only d_r = qk_rope_head_dim (DeepSeek's config sets head_dim
+        # to it); DeepSeek-V2 passes one complex64 freqs_cis, d_r/2 wide
+        width = cfg.qk_rope_head_dim if cfg.is_mla else cfg.head_dim
+        if cfg.model_type == "deepseek_v2":
+            shared["RoPE freqs_cis (complex64)"] = 4 * width * tokens
+        else:
+            shared["RoPE cos and sin tables"] = tables * 2 * p.resid * width * tokens
     head_layer = _Layer(cfg, recipe, tokens)
     head_layer.norm("final norm", H, in_grad=True)
     if not recipe.lora and loss == "full":  # the fused loss keeps no input

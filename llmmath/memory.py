@@ -168,6 +168,7 @@ def activation_bytes_per_layer(
     batch: int = 1,
     dropout: bool = False,
     flash_attention: bool = False,
+    layer: int | None = None,
 ) -> dict[str, int]:
     """Activation bytes one decoder block keeps for the backward pass, item by item, in
     16-bit precision (dropout masks 1 byte per element).
@@ -183,23 +184,45 @@ def activation_bytes_per_layer(
     (FlashAttention-2's logsumexp, 4 bytes per row per head). K and V are sized
     n_kv·d_h, as GQA-aware kernels keep them; an eager `repeat_kv` (as in
     `llmmath.modules`) would save copies n_h·d_h wide. Qwen3's per-head q/k norms add
-    their inputs (``qk_norm``).
+    their inputs (``qk_norm``). Multi-head latent attention: Q and K are n_h·(d_n +
+    d_r) wide (``head_dim``), V and the output projection's input n_h·d_v
+    (``v_head_dim``; DeepSeek-V3: 128 against 192).
+
+    A mixture-of-experts layer keeps, per token, the FFN tensors of its k routed
+    experts and S shared experts at the experts' width I_e
+    (``moe_intermediate_size``: 2,048 in DeepSeek-V3, 768 in Qwen3-30B-A3B; Mixtral
+    has none and uses I). ``layer`` (0-based) picks the layer: one in
+    ``cfg.dense_layers`` (DeepSeek's ``first_k_dense_replace``, Qwen3-MoE's
+    ``mlp_only_layers``) keeps a dense FFN of width I; None (default) is a
+    mixture-of-experts layer when the model has one.
+
+    Raises:
+        ConfigError: a size that is not a positive integer, or ``layer`` outside
+            0 .. L − 1.
     """
     s, b, H = seq_len, batch, cfg.hidden_size
-    q, kv, a, I = (
+    check_positive_int("seq_len", s)
+    check_positive_int("batch", b)
+    L = cfg.num_hidden_layers
+    if layer is not None and (
+        isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < L
+    ):
+        raise ConfigError(f"layer must be an integer in 0 .. {L - 1}, got {layer!r}")
+    moe = cfg.num_moe_layers > 0 and layer not in cfg.dense_layers
+    q, kv, a = (
         cfg.num_attention_heads * cfg.head_dim,
         cfg.num_key_value_heads * cfg.head_dim,
         cfg.num_attention_heads,
-        cfg.intermediate_size,
     )
-    check_positive_int("seq_len", s)
-    check_positive_int("batch", b)
+    v = cfg.num_attention_heads * cfg.v_head_dim if cfg.is_mla else kv
+    out = cfg.num_attention_heads * cfg.v_head_dim if cfg.is_mla else q
+    I = cfg.expert_intermediate_size if moe else cfg.intermediate_size
     items = {
         "input of the first norm": 2 * s * b * H,
         "input of q, k, v projections": 2 * s * b * H,
         "Q and K (inputs of QKᵀ)": 2 * s * b * (q + kv),
-        "V (input of AV)": 2 * s * b * kv,
-        "input of the output projection": 2 * s * b * q,
+        "V (input of AV)": 2 * s * b * v,
+        "input of the output projection": 2 * s * b * out,
         "input of the second norm": 2 * s * b * H,
         "input of the FFN": 2 * s * b * H,
     }
@@ -209,8 +232,8 @@ def activation_bytes_per_layer(
         items["softmax statistics (fp32)"] = 4 * a * s * b
     else:
         items["softmax output"] = 2 * a * s * s * b
-    experts = (cfg.num_experts_per_tok + cfg.n_shared_experts) if cfg.is_moe else 1
-    if cfg.is_moe:
+    experts = (cfg.num_experts_per_tok + cfg.n_shared_experts) if moe else 1
+    if moe:
         items["router logits"] = 2 * s * b * cfg.num_local_experts
     if cfg.mlp_type == "gated":  # per token, for each expert it uses (MoE: k + S)
         items["gate and up outputs"] = 2 * 2 * s * b * I * experts
