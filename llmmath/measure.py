@@ -350,6 +350,17 @@ def decode_step_fn(model, cache: StaticCache, token, position) -> Callable:
     return step
 
 
+#: Steps `cuda_graph` runs before it captures (PyTorch's documentation warms a graph's
+#: work up on a side stream first).
+WARMUP_STEPS = 3
+
+
+def cache_length(context: int, steps: int) -> int:
+    """Tokens the static cache holds: the ``context`` and room for the timed ``steps``
+    (at least the `WARMUP_STEPS` of a capture)."""
+    return context + max(steps, WARMUP_STEPS)
+
+
 def _median_seconds(fn, steps: int, sync) -> float:
     times = []
     for _ in range(steps):
@@ -394,7 +405,7 @@ def cuda_graph(fn: Callable) -> Callable:
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        for _ in range(3):
+        for _ in range(WARMUP_STEPS):
             fn()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
@@ -424,8 +435,15 @@ def cuda_probe() -> Probe:
 
 def cpu_probe(free_bytes: int = 2**40) -> Probe:
     """A `Probe` that runs the CUDA path on the CPU, for the tests: ``free_bytes``
-    free, and a "graph" that is the step itself (its timings are eager twice)."""
-    return Probe("cpu", lambda: "cpu", lambda: free_bytes, lambda fn: fn, 256, 16)
+    free, and a "graph" that runs the step `WARMUP_STEPS` times, as `cuda_graph`'s
+    warm-up does, then is the step itself (its timings are eager twice)."""
+
+    def capture(fn: Callable) -> Callable:
+        for _ in range(WARMUP_STEPS):
+            fn()
+        return fn
+
+    return Probe("cpu", lambda: "cpu", lambda: free_bytes, capture, 256, 16)
 
 
 # --- the CUDA report -------------------------------------------------------------
@@ -489,14 +507,15 @@ def decode_timings(
 ) -> dict:
     """Seconds of a prefill of ``context`` tokens (the best of three) and the median
     seconds of ``steps`` decode steps at that context, eager and through
-    ``probe.capture``, with a `StaticCache` of ``context + steps`` tokens: the
-    position is set back to ``context`` before each series, so both time the same
-    steps."""
+    ``probe.capture``, with a `StaticCache` of `cache_length` tokens: the position is
+    set back to ``context`` before each series and before the capture (whose warm-up
+    runs steps), so both series time the same steps and no step writes past the
+    cache."""
     import torch
 
     device, dtype = probe.device, next(model.parameters()).dtype
     sync = _sync(device)
-    cache = StaticCache(cfg, batch, context + steps, device, dtype)
+    cache = StaticCache(cfg, batch, cache_length(context, steps), device, dtype)
     ids = torch.randint(0, cfg.vocab_size, (batch, context), device=device)
     prompt = torch.arange(context, device=device)
     token = torch.zeros(batch, 1, dtype=torch.long, device=device)
@@ -511,6 +530,7 @@ def decode_timings(
             step()
         position.fill_(context)
         eager = _median_seconds(step, steps, sync)
+        position.fill_(context)  # the capture's warm-up steps run too
         replay = probe.capture(step)
         position.fill_(context)
         graph = _median_seconds(replay, steps, sync)
@@ -546,7 +566,7 @@ def device_report(
     refusal = static_step_refusal(cfg)
     if refusal:
         raise ConfigError(f"measure's static-cache step cannot run {name}: {refusal}")
-    need = needed_bytes(cfg, dtype, batch, context + steps, context)
+    need = needed_bytes(cfg, dtype, batch, cache_length(context, steps), context)
     free = probe.free_bytes()
     check_fits(name, sum(need.values()), free, probe.name())
     flops = matmul_flops(probe.device, probe.matmul_n, dtype=dtype)

@@ -281,3 +281,16 @@ def test_measure_on_a_real_gpu(capsys):
     assert 0 < d["bandwidth_share"]["graph"] < 1.25
     assert 0 < d["prefill_flops_share"] < 1.25
     assert d["dominant_cost"] in ("launch overhead", "the kernels", "none")
+
+
+def test_the_capture_warm_up_stays_inside_the_cache():
+    """`cuda_graph` runs three steps before it captures; `cpu_probe` does the same on
+    the CPU, so a series of one timed step must still write inside the static cache
+    (`index_copy_` past its end raises on the CPU, and corrupts memory on a GPU)."""
+    pytest.importorskip("torch")
+    from llmmath.measure import WARMUP_STEPS, cache_length, cpu_probe, device_report
+
+    assert cache_length(24, 1) == 24 + WARMUP_STEPS and cache_length(24, 32) == 56
+    cfg = _shrunk("llama-3.2-1b")
+    r = device_report("tiny", cfg, cpu_probe(), dtype="fp32", context=8, steps=1)
+    assert r["decode_step_seconds"]["graph"] > 0
