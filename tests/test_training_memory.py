@@ -24,6 +24,7 @@ import pytest
 import torch
 from torch import nn
 
+from llmmath.activations import ATTENTIONS, LOSSES
 from llmmath.config import SUPPORTED_MODEL_TYPES, ConfigError, ModelConfig
 from llmmath.modules import build_model
 from llmmath.training import (
@@ -34,7 +35,6 @@ from llmmath.training import (
     training_memory,
     training_peak,
 )
-from llmmath.activations import ATTENTIONS, LOSSES
 from tests.test_modern_architectures import TINY_CONFIGS, tiny
 
 GPT2 = {"model_type": "gpt2", "vocab_size": 50, "n_embd": 16, "n_layer": 2}
