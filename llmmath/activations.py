@@ -25,9 +25,15 @@ Each item follows one line of transformers' code; the rules are:
 - **Attention by SDPA** (FlashAttention-2 or the memory-efficient kernel) keeps q,
   k, v, the output and one fp32 log-sum-exp per row and head; keys and values at
   n_kv·d_h when transformers passes ``enable_gqa`` (no mask, equal head widths ≤ 256),
-  else at n_h·d_h after ``repeat_kv``. **Eager attention** keeps the fp32 softmax
-  and its bf16 copy (6·n_h·t² bytes per sequence, plus the soft-capped scores'
-  ``tanh`` for Gemma 2).
+  else at n_h·d_h after ``repeat_kv``; a layer whose sliding window needs a mask
+  (t ≥ window) keeps SDPA's float copy of it (b·t² elements); Phi-3's V is a slice
+  of ``qkv_proj``'s output and keeps all of it. **Eager attention** keeps the fp32
+  softmax and its bf16 copy (6·n_h·t² bytes per sequence, plus the soft-capped
+  scores' ``tanh`` for Gemma 2).
+- **Shared by the layers**: one RoPE cos and sin table per sequence position
+  (transformers broadcasts ``position_ids`` (1, t) over the batch); under full
+  checkpointing also the position ids and masks each checkpoint keeps. GPT-2 trains
+  with dropout (`DROPOUT_TYPES`), one bool mask per dropout on a GPU.
 - **Mixture of experts** (`_moe`, `_router`): the routed experts run as one
   ``grouped_mm`` over the k·b·t (token, expert) pairs, so what they keep is k
   experts' tensors per token at width I_e (``moe_intermediate_size``), whatever the
@@ -67,6 +73,17 @@ NORM_KINDS = {
     "olmo2": "olmo2",
     "gpt2": "layernorm",
 }
+
+
+#: Model types whose transformers configuration turns dropout on by default:
+#: GPT2Config's ``embd_pdrop = resid_pdrop = attn_pdrop = 0.1`` (the released
+#: config.json's too); every other supported configuration defaults to 0, and
+#: ``dropout(x, 0.0)`` keeps nothing. On a GPU ``F.dropout`` runs ATen's
+#: ``native_dropout``, which keeps a bool mask (1 byte per element; modelled here); on
+#: the CPU ``_dropout_impl`` multiplies by a noise tensor of the input's dtype and
+#: keeps that instead. Attention dropout costs nothing on a GPU (the flash and
+#: memory-efficient kernels keep a Philox seed and offset, not a mask).
+DROPOUT_TYPES = ("gpt2",)
 
 
 def default_attention(cfg: ModelConfig) -> str:
@@ -174,10 +191,20 @@ class _Layer:
 
     def norm(
         self, item: str, width: int, in_grad: bool, rows: int = 1,
-        weight_trainable: bool | None = None,
+        weight_trainable: bool | None = None, dtype: int | None = None,
     ) -> None:  # fmt: skip
         """A norm of ``width`` elements per row (``rows`` rows per token), as
-        transformers' class for the model type computes it (`NORM_KINDS`)."""
+        transformers' class for the model type computes it (`NORM_KINDS`), of an
+        input of ``dtype`` bytes per element (the residual stream's by default; q/k
+        norms read a projection's output, bf16 under autocast).
+
+        ``LlamaRMSNorm``: ``x.to(torch.float32)`` kept by ``pow`` and by ``x *
+        torch.rsqrt(...)`` with the fp32 1/rms, and ``self.weight *
+        x.to(input_dtype)`` keeps the normalized copy in the input's dtype when the
+        weight trains. ``GemmaRMSNorm``: ``output * (1.0 + self.weight.float())``
+        keeps the fp32 ``1 + weight`` when the input needs a gradient and the fp32
+        normalized ``output`` when the weight trains. ``Olmo2RMSNorm``: ``(self.weight
+        * x)`` in fp32 (the weight itself for the input's gradient)."""
         cfg, p = self.cfg, self.p
         kind = NORM_KINDS.get(cfg.model_type, "llama")
         trainable = (not self.r.lora) if weight_trainable is None else weight_trainable
@@ -189,13 +216,13 @@ class _Layer:
         if in_grad:
             self.add(f"{item}: fp32 input", 4 * width * rows)
             self.add(f"{item}: 1/rms (fp32)", 4 * rows)
+            if kind == "gemma":
+                self.add(f"{item}: 1 + weight (fp32)", 0, once=4 * width)
         if trainable:
             # llama: the normalized tensor cast back to the input's dtype; gemma and
             # olmo2 multiply in fp32 and keep the fp32 normalized tensor.
-            size = p.resid if kind == "llama" else 4
+            size = (p.resid if dtype is None else dtype) if kind == "llama" else 4
             self.add(f"{item}: normalized copy", size * width * rows)
-            if kind == "gemma":
-                self.add(f"{item}: 1 + weight (fp32)", 0, once=4 * width)
 
 
 def _width(cfg: ModelConfig) -> dict[str, int]:
@@ -220,39 +247,70 @@ def _attention(layer: _Layer, t: int, index: int, first: bool) -> None:
     else:
         layer.norm("attention norm", H, in_grad=not first)
         names = ("qkv_proj",) if cfg.fused_qkv else ("q_proj", "k_proj", "v_proj")
+        if cfg.model_type == "gpt2":  # one Conv1D: ``self.c_attn(hidden_states)``
+            names = ("c_attn",)
         layer.linear_inputs("attention norm: output (input of q, k, v)", H, names,
                             p.resid)  # fmt: skip
     if cfg.qk_norm:
         if cfg.qk_norm_per_head:
-            layer.norm("q norm", cfg.head_dim, True, rows=a)
-            layer.norm("k norm", cfg.head_dim, True, rows=cfg.num_key_value_heads)
+            layer.norm("q norm", cfg.head_dim, True, rows=a, dtype=p.act)
+            layer.norm("k norm", cfg.head_dim, True, rows=cfg.num_key_value_heads,
+                       dtype=p.act)  # fmt: skip
         else:
-            layer.norm("q norm", q, True)
-            layer.norm("k norm", kv, True)
+            layer.norm("q norm", q, True, dtype=p.act)
+            layer.norm("k norm", kv, True, dtype=p.act)
     window = cfg.window_of(index)
-    masked = window is not None and window < t
+    # masking_utils._ignore_causal_mask_sdpa: a window needs a mask once
+    # ``kv_length >= local_attention_size``
+    masked = window is not None and window <= t
     if r.attention == "eager":
-        rep = q  # repeat_kv's copies
+        # eager_attention_forward: repeat_kv, then matmul's reshape copies each of
+        # q, k, v to (b·n_h, t, d_h); softmax(..., dtype=float32).to(query.dtype)
+        rep = q
         layer.add("Q", p.act * q)
         layer.add("K (repeated to n_h heads)", p.act * rep)
         layer.add("V (repeated to n_h heads)", p.act * rep)
-        layer.add("softmax output (fp32)", 4 * a * t)
-        layer.add("softmax output, bf16 copy", p.act * a * t if p.act == 2 else 0)
+        if cfg.model_type == "gpt2":  # GPT-2's own: ``softmax(attn_weights)`` in the
+            # compute dtype (fp32 under CUDA's autocast), then ``.type(value.dtype)``
+            if p.autocast:
+                layer.add("softmax output (fp32, autocast)", 4 * a * t)
+            layer.add("softmax output", p.act * a * t)
+        else:
+            layer.add("softmax output (fp32)", 4 * a * t)
+            layer.add("softmax output, bf16 copy", p.act * a * t if p.act == 2 else 0)
+        if cfg.model_type in DROPOUT_TYPES:  # ``dropout(attn_weights, p=dropout)``
+            layer.add("attention dropout mask (bool)", a * t)
+            layer.add("attention probabilities after dropout", p.act * a * t)
         if cfg.attn_logit_softcapping:
             layer.add("soft-capped scores (tanh output)", p.act * a * t)
-        layer.add("attention output (input of o_proj)", p.act * q)
-        out_saved = False
+        out_saved = False  # o_proj reads ``attn_output.transpose(1, 2).contiguous()``
     else:
+        # sdpa_attention_forward: ``enable_gqa`` when use_gqa_in_sdpa (no mask, equal
+        # head widths <= 256), else repeat_kv's copies when n_h > n_kv
         gqa = not masked and cfg.head_dim == d_v <= 256
-        kvw = kv if gqa else q
+        repeated = cfg.num_key_value_heads < cfg.num_attention_heads and not gqa
+        kvw = q if repeated else kv
         layer.add("Q", p.act * q)
-        layer.add("K" if gqa else "K (repeated to n_h heads)", p.act * kvw)
-        layer.add("V" if gqa else "V (repeated to n_h heads)", p.act * kvw)
+        layer.add("K (repeated to n_h heads)" if repeated else "K", p.act * kvw)
+        if repeated:
+            layer.add("V (repeated to n_h heads)", p.act * q)
+        elif cfg.fused_qkv:  # Phi-3: ``value_states = qkv[..., q + kv:]``, a view
+            layer.add("V (a slice of qkv_proj's output, kept whole)",
+                      p.act * (q + 2 * kv))  # fmt: skip
+        else:
+            layer.add("V", p.act * kv)
         layer.add("attention output", p.act * q)
         layer.add("log-sum-exp (fp32)", 4 * a)
-        out_saved = True
+        if masked:  # SDPA's convert_boolean_attn_mask: a float copy per call
+            layer.add("attention mask (SDPA's float copy, b·t² per layer)", p.act * t)
+        # Phi-3's rotated query is a new (b, n_h, t, d_h) tensor; the kernel lays
+        # its output out like the query, so ``attn_output.transpose(1, 2)
+        # .contiguous()`` copies it and o_proj keeps the copy
+        out_saved = not cfg.fused_qkv
     layer.linear_inputs("attention output (input of o_proj)", q, ("o_proj",), p.act,
                         already_saved=out_saved)  # fmt: skip
+    if cfg.model_type in DROPOUT_TYPES:  # GPT2Attention: resid_dropout(c_proj(...))
+        layer.add("attention output dropout mask (bool)", H)
     if post:
         layer.norm("post-attention norm", H, in_grad=True)
     elif cfg.norm_layout == "sandwich":
@@ -284,11 +342,24 @@ def _mlp(layer: _Layer, I: int) -> None:
         layer.add("up output", p.act * I)
         layer.linear_inputs("product (input of down_proj)", I, ("down_proj",), p.act)
     else:
-        layer.add("input of the activation", p.act * I)
-        if act == "gelu_new":  # NewGELUActivation's formula keeps three more
+        out = p.act
+        if act == "gelu_new" and p.autocast:
+            # CUDA's autocast runs ``torch.pow`` in fp32: pow keeps an fp32 copy of
+            # its input, and tanh, 1 + tanh and the output follow in fp32
+            layer.add("gelu_new: fp32 copy of its input (autocast's pow)", 4 * I)
+            layer.add("gelu_new intermediates (tanh, x/2, 1 + tanh)", 10 * I)
+            out = 4
+        elif act == "gelu_new":  # NewGELUActivation: ``0.5 * input * (1.0 +
+            # torch.tanh(... torch.pow(input, 3.0)))`` keeps its input, tanh's
+            # output, x/2 and 1 + tanh
+            layer.add("input of the activation", p.act * I)
             layer.add("gelu_new intermediates (tanh, x/2, 1 + tanh)", 3 * p.act * I)
+        else:
+            layer.add("input of the activation", p.act * I)
         layer.linear_inputs("activation output (input of c_proj)", I, ("c_proj",),
-                            p.act, already_saved=act == "gelu_new")  # fmt: skip
+                            out)  # fmt: skip
+        if cfg.model_type in DROPOUT_TYPES:  # GPT2MLP: dropout(c_proj(...))
+            layer.add("FFN output dropout mask (bool)", H)
     if post or cfg.norm_layout == "sandwich":
         layer.norm("post-FFN norm", H, in_grad=True)
 
@@ -626,14 +697,23 @@ def saved_activations(
             )
     shared = {}
     if cfg.position_embedding_type == "rope":
-        tables = 2 if cfg.rope_local_theta else 1
+        # one (1, t, d_h) cos and sin per table: ``position_ids =
+        # position_ids.unsqueeze(0)`` when none are passed, broadcast over the
+        # batch; ``cos.to(dtype=x.dtype)`` (the residual stream's), OLMo 2's fp32
+        # (``return cos, sin``); Gemma 3 one table per layer type
+        tables = len(set(cfg.layer_types or ())) if cfg.rope_local_theta else 1
+        size = 4 if cfg.model_type == "olmo2" else p.resid
         # MLA rotates only d_r = qk_rope_head_dim (DeepSeek's config sets head_dim
         # to it); DeepSeek-V2 passes one complex64 freqs_cis, d_r/2 wide
         width = cfg.qk_rope_head_dim if cfg.is_mla else cfg.head_dim
         if cfg.model_type == "deepseek_v2":
-            shared["RoPE freqs_cis (complex64)"] = 4 * width * tokens
+            shared["RoPE freqs_cis (complex64)"] = 4 * width * seq_len
         else:
-            shared["RoPE cos and sin tables"] = tables * 2 * p.resid * width * tokens
+            shared["RoPE cos and sin tables"] = tables * 2 * size * width * seq_len
+    if cfg.model_type in DROPOUT_TYPES and not recipe.lora:  # GPT2Model: self.drop
+        shared["embedding dropout mask (bool)"] = H * tokens
+    if checkpointing == "full":  # the checkpoints keep each layer's other arguments
+        shared.update(_checkpoint_arguments(cfg, recipe, batch, seq_len, p))
     head_layer = _Layer(cfg, recipe, tokens)
     head_layer.norm("final norm", H, in_grad=True)
     if not recipe.lora and loss == "full":  # the fused loss keeps no input
@@ -656,6 +736,29 @@ def saved_activations(
         loss_backward = 0
         forward_extra = _chunk_bytes(cfg, tokens, p)
     return SavedActivations(layers, shared, head, logits, loss_backward, forward_extra)
+
+
+def _checkpoint_arguments(
+    cfg: ModelConfig, recipe: Recipe, batch: int, t: int, p: Precision
+) -> dict[str, int]:
+    """What full checkpointing keeps besides the layers' inputs: each checkpoint
+    holds its layer's arguments until its backward, the RoPE tables (counted as
+    shared anyway), ``position_ids`` (int64, (1, t)) and the attention masks
+    (``masking_utils``): with SDPA a bool ``(1, 1, t, t)`` expanded over the batch
+    for each sliding window that needs one (none for full attention,
+    ``_ignore_causal_mask_sdpa``); eager an additive ``(b, 1, t, t)`` mask in the
+    residual stream's dtype for each kind of layer."""
+    out = {}
+    if cfg.position_embedding_type == "rope":
+        out["position ids (int64, kept by the checkpoints)"] = 8 * t
+    windows = {cfg.window_of(i) for i in range(cfg.num_hidden_layers)}
+    if recipe.attention == "eager":
+        n, size = len(windows), p.resid * batch * t * t
+    else:
+        n, size = len([w for w in windows if w is not None and w <= t]), t * t
+    if n:
+        out["attention masks (kept by the checkpoints)"] = n * size
+    return out
 
 
 def _chunk_bytes(cfg: ModelConfig, tokens: int, p: Precision) -> int:

@@ -429,6 +429,45 @@ def _optimizer_temporaries(
     return 2 * s * largest + extra
 
 
+def _norm_backward_bytes(cfg: ModelConfig, resid: int) -> int:
+    """Bytes per token that a norm's backward allocates at its peak. transformers'
+    RMSNorms run their backward in fp32 (``x.to(torch.float32)``): at
+    ``pow(2)``'s backward (grad·2·x, three fp32 tensors) the mean's expanded
+    gradient and the gradient through ``x * rsqrt(...)`` are alive too, five fp32
+    tensors of H, 20·H bytes (measured with MemTracker on the CPU for Llama, Qwen3,
+    Gemma and OLMo 2, bf16 and AMP alike). LayerNorm's fused backward: the incoming
+    gradient and the input's, 2·resid·H."""
+    from llmmath.activations import NORM_KINDS
+
+    if NORM_KINDS.get(cfg.model_type) == "layernorm":
+        return 2 * resid * cfg.hidden_size
+    return 20 * cfg.hidden_size
+
+
+def _ffn_backward(
+    cfg: ModelConfig, layer: dict[str, int], tokens: int, act: int, resid: int,
+    g: int, method: str, layer_grads: int,
+) -> tuple[int, int, int]:  # fmt: skip
+    """A dense layer's backward at its largest moment, the FFN's first elementwise
+    op after ``down_proj``'s backward: (bytes of saved tensors already freed,
+    gradient temporaries, gradients of the layer so far). ``down_proj`` has freed
+    its saved input and holds its weight's gradient (full fine-tuning; LoRA: the
+    layer's adapters, counted whole); alive are the residual stream's gradient
+    (resid·H) and three act·I gradients (of down's input, of the activation's
+    output and of up's output; two for a plain MLP: of c_proj's input and of the
+    activation's input)."""
+    H, I = cfg.hidden_size, cfg.intermediate_size
+    freed = sum(
+        v
+        for k, v in layer.items()
+        if "(input of down_proj)" in k or "(input of c_proj)" in k
+    )
+    n = 3 if cfg.mlp_type == "gated" else 2
+    temp = resid * tokens * H + n * act * tokens * I
+    grads = g * H * I if method == "full" else layer_grads
+    return freed, temp, grads
+
+
 def training_peak(
     cfg: ModelConfig,
     optimizer: str = "adamw",
@@ -451,17 +490,21 @@ def training_peak(
 
     Moments (the largest wins): the loss's forward (its fp32 copy of the logits),
     the loss's backward (two fp32 gradients of the logits, 8 bytes per logit, on top
-    of every saved activation), the LM head's backward, each layer's backward (the
-    gradients so far, the activations not yet freed, that layer's tensors rebuilt
-    when checkpointed, and its gradient temporaries) and the optimizer step (every
+    of every saved activation), the LM head's backward, the final norm's backward
+    (its fp32 temporaries, `_norm_backward_bytes`, with every layer's activations
+    alive), each layer's backward (the gradients so far, the activations not yet
+    freed, that layer's tensors rebuilt when checkpointed, and its gradient
+    temporaries at the FFN's first elementwise op, `_ffn_backward`, or at a post-FFN
+    norm's backward for OLMo 2 and Gemma 2/3) and the optimizer step (every
     gradient and the optimizer's temporaries, `_optimizer_temporaries`). At every
     moment: the weights and optimizer state (`training_memory`) and the logits the
     model's output holds. Activations: `llmmath.activations.saved_activations`.
 
     Left out: the CUDA context, cuBLAS workspaces and allocator fragmentation (not
-    in ``max_memory_allocated``), and a layer's own backward temporaries beyond two
-    gradients of its widest intermediate. Checked within 10 % of every peak measured
-    on an H200 (``tests/test_training_peak.py``).
+    in ``max_memory_allocated``), and the attention's backward temporaries (eager's
+    t²-sized gradients among them). Checked within 10 % of every peak measured on
+    an H200 (``tests/test_training_peak.py``) and of MemTracker's on the CPU for
+    dense types (``tests/test_activations.py``).
 
     Raises:
         ConfigError: an unknown option, or a size or rank that is not a positive
@@ -524,19 +567,43 @@ def training_peak(
             "gradients so far": tied_or_lm,
             "gradient of the hidden state": resid * tokens * H,
         }  # fmt: skip
+    # at the norm's peak the LM head's backward has freed its input and autocast's
+    # copy of its weight, and the norm's weight its normalized copy
+    freed = ("LM head", "normalized copy")
+    lm_input = sum(v for k, v in saved.head.items() if any(f in k for f in freed))
+    moments["backward: the final norm"] = {
+        **fixed, "activations of the layers": sum(layers) + shared,
+        "head": head - lm_input, "logits held by the output": kept,
+        "gradients so far": tied_or_lm,
+        "the norm's gradient temporaries": _norm_backward_bytes(cfg, resid) * tokens,
+    }  # fmt: skip
     grads = tied_or_lm
     below = sum(layers)
     for i in reversed(range(L)):
         below -= layers[i]
-        temp = 2 * act * tokens * widest + 2 * resid * tokens * H
+        moe = cfg.is_moe and i not in cfg.dense_layers
+        now = layers[i] + rebuilt[i] if checkpointing == "full" else layers[i]
+        grads_now = g_layers[i]
+        if moe:
+            temp = 2 * act * tokens * widest + 2 * resid * tokens * H
+        else:  # the FFN's backward at its first elementwise op (`_ffn_backward`)
+            freed, temp, grads_now = _ffn_backward(
+                cfg, full.layers[i], tokens, act, resid, g_b, method, g_layers[i]
+            )
+            norm_first = _norm_backward_bytes(cfg, resid) * tokens + resid * tokens * H
+            if cfg.norm_layout in ("post", "sandwich") and norm_first > temp - freed:
+                # the layer's backward opens with its post-FFN norm's: at its peak
+                # only the norm's normalized copy is freed (as the final norm's)
+                temp, grads_now = norm_first, 0
+                now -= full.layers[i].get("post-FFN norm: normalized copy", 0)
+            else:
+                now -= freed
         name = f"backward: layer {i}"
         moments[name] = {
             **fixed,
-            "activations not yet freed": below + shared + layers[i] + rebuilt[i]
-            if checkpointing == "full"
-            else below + shared + layers[i],
+            "activations not yet freed": below + shared + now,
             "logits held by the output": kept,
-            "gradients so far": grads + g_layers[i],
+            "gradients so far": grads + grads_now,
             "the layer's gradient temporaries": temp,
         }
         grads += g_layers[i]

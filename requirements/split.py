@@ -44,6 +44,7 @@ SETS = {
         "gguf",
         "hypothesis",
         "nbval",
+        "peft",
         "pyseccomp",
         "pytest",
         "pytest-xdist",
@@ -82,6 +83,7 @@ NOTES = {
     "gguf": "tests/test_quantization.py: GGML block sizes and a GGUF file it writes",
     "selenium": "tests/test_browser.py; 4.52.0 needs a newer certifi than the index's",
     "transformers": "tests/test_transformers_oracle.py only; llmmath never imports it",
+    "peft": "tests/test_activations.py: LoRA as peft builds it",
     "pyseccomp": "the grading sandbox's seccomp filter, through Debian's libseccomp2",
     "pytest-xdist": "make test: two workers, a file per worker (--dist loadfile)",
 }

@@ -117,7 +117,8 @@ def test_llama_3_2_1b_peak_by_hand():
     SDPA's Q (2·n_h·d), K and V at the KV heads' width (2·2·n_kv·d, enable_gqa), its
     output (2·n_h·d, also o_proj's input) and fp32 log-sum-exp (4·n_h); the SwiGLU's
     gate, SiLU and up outputs and their product (4 × 2I). Then the final norm (the
-    same 8H + 4), the RoPE tables (2 × 2 × d per token), the bf16 logits (2V),
+    same 8H + 4), the RoPE tables (2 × 2 × d per position: one (1, t, d) cos and
+    sin, broadcast over the batch), the bf16 logits (2V),
     the fp32 log-softmax (4V) and, at that moment, two fp32 gradients (8V)."""
     cfg = presets.load("llama-3.2-1b")
     H, I, V, L = 2048, 8192, 128256, 16
@@ -131,7 +132,8 @@ def test_llama_3_2_1b_peak_by_hand():
     expected = (
         2 * N  # bf16 weights
         + 2 * 2 * N  # AdamW's two moments in bf16
-        + tokens * (L * layer + norm + 2 * 2 * d)
+        + tokens * (L * layer + norm)
+        + 2048 * 2 * 2 * d  # RoPE's cos and sin, per position
         + tokens * V * (2 + 4 + 8)
     )
     peak = training_peak(cfg, batch=2, seq_len=2048)
