@@ -66,8 +66,9 @@ LORA_TARGETS = {
 }
 #: bitsandbytes' 8-bit optimizers: a tensor of fewer than ``min_8bit_size`` = 4096
 #: elements keeps fp32 state; larger ones keep uint8 state with one fp32 absmax per
-#: block of ``ADAM8BIT_BLOCK`` elements (``Optimizer2State.init_state``: 256 in
-#: bitsandbytes 0.4x's code; 2048 in the paper, Dettmers et al. 2022, Sec. 2).
+#: block of ``ADAM8BIT_BLOCK`` elements (``Optimizer2State.init_state``: 256 since
+#: bitsandbytes 0.44.0, 2048 before it and in the paper: Dettmers et al. 2022, *8-bit
+#: Optimizers via Block-wise Quantization*, Sec. 2).
 ADAM8BIT_MIN_SIZE = 4096
 ADAM8BIT_BLOCK = 256
 #: QLoRA's NF4 layout (Dettmers et al. 2023, Sec. 3, and bitsandbytes'

@@ -202,3 +202,255 @@ def test_embedding_shares_and_pairs_glued_in_chapter_2():
     assert f"{emb / count_params(cfg).total:.1%}" == shown["l2_emb_share_7e9"]
     d = 4096  # note 001: sinusoidal_position_encoding(512, 4096)
     assert shown["ex_pairs"] == f"{d // 2:,}" == "2,048"
+
+
+# --- chapter 9: the peak of a real training step (issue 31) ---------------------------
+
+CH9 = ROOT / "chapters" / "09_memory.ipynb"
+H200 = ROOT / "llmmath" / "measured" / "training-memory-h200.json"
+
+
+def _hf(name: str) -> dict:
+    """A preset's config.json fields, as a reader would read them."""
+    return presets.get(name).hf_config
+
+
+def _report(name: str, **kw) -> dict:
+    """What ``python -m llmmath train-memory NAME ... --json`` prints."""
+    from llmmath.training_cli import train_memory_report
+
+    return train_memory_report(name, presets.load(name), **kw)
+
+
+def _recipe(case: dict) -> dict:
+    """A measured case's recipe as train-memory's options, read from the data file."""
+    kw = {k: case[k] for k in ("precision", "checkpointing", "batch", "seq_len")}
+    if case["method"] != "full":  # lora_r16_fp32_adapters
+        _, rank, dtype, _ = case["method"].split("_")
+        kw.update(method="lora", lora_rank=int(rank[1:]), adapter_dtype=dtype)
+    return kw
+
+
+def _gb(x, digits=2) -> str:
+    return f"{x / 1e9:,.{digits}f} GB"
+
+
+def _paper_layer_per_token(c: dict) -> int:
+    """Korthikanti et al.'s count of a Llama layer with flash attention, per token:
+    four H-wide norm inputs and outputs, Q and K, V twice (QKᵀ's K and AV's V), the
+    output projection's input, the log-sum-exp, four I-wide FFN tensors."""
+    H, I, a = c["hidden_size"], c["intermediate_size"], c["num_attention_heads"]
+    d = c.get("head_dim", H // a)
+    q, kv = a * d, c["num_key_value_heads"] * d
+    return 2 * 4 * H + 2 * (q + kv) + 2 * kv + 2 * q + 4 * a + 2 * 4 * I
+
+
+def test_chapter9_measured_peaks_and_their_provenance():
+    """Ch. 9: the H200 data's provenance, the largest and median error of the
+    predicted peaks (train-memory's peak_bytes against the file's measured peaks), the
+    parts at rest against the peak, the state's exactness and the weights' slack."""
+    import json
+
+    shown = glued(CH9)
+    data = json.loads(H200.read_text(encoding="utf-8"))
+    env, cases = data["environment"], data["cases"]
+    for key in ("name", "driver", "torch", "transformers", "peft"):
+        assert shown[f"gpu_{key}"] == env[key]
+    assert shown["gpu_date"] == data["measured_on"]
+    assert shown["gpu_cases"] == str(len(cases)) == "23"
+    assert shown["gpu_models"] == str(len({c["model"] for c in cases})) == "4"
+    errors, rest, slack = [], [], []
+    for case in cases:
+        r = _report(case["model"], **_recipe(case))
+        got = case["measured_bytes"]
+        errors.append(abs(r["peak_bytes"] / got["peak_of_second_step"] - 1))
+        rest.append(r["total_bytes"] / got["peak_of_second_step"])
+        assert r["items"]["gradients"] == got["gradients"]
+        slack.append(got["weights"] - r["items"]["weights"])
+    errors.sort()
+    assert max(errors) < 0.10
+    assert shown["peak_worst"] == f"{errors[-1]:.1%}"
+    assert shown["peak_median"] == f"{errors[len(errors) // 2]:.1%}"
+    assert shown["peak_bar"] == "10%"
+    assert (
+        shown["rest_lo"] == f"{min(rest):.2f}"
+        and shown["rest_hi"] == f"{max(rest):.2f}"
+    )
+    assert min(rest) < 1 < max(rest)  # too low for some, too high for others
+    assert min(slack) >= 0 and shown["weights_slack_MB"] == f"{max(slack) / 1e6:.1f} MB"
+
+
+def test_chapter9_logits_norms_amp_and_lora_by_hand():
+    """Ch. 9: 14 bytes per logit at the loss's backward pass (2 bf16 + 4 fp32
+    log-softmax + 8 for two fp32 gradients), Llama-3.2-1B's 16 layers by hand, its
+    norms' 8H + 4 bytes per token against the paper's 4H, AMP's per-Linear copies and
+    weight copies, peft's fp32 adapters (measured), the 3B step's optimizer
+    temporaries: the glued figures, from the configs and the data file."""
+    import json
+
+    shown = glued(CH9)
+    c = _hf("llama-3.2-1b")
+    H, I, V, L = (c[k] for k in ("hidden_size", "intermediate_size", "vocab_size",
+                                 "num_hidden_layers"))  # fmt: skip
+    a, n_kv = c["num_attention_heads"], c["num_key_value_heads"]
+    d = c.get("head_dim", H // a)
+    q, kv = a * d, n_kv * d
+    assert V == _hf("llama-3-8b")["vocab_size"] and shown["l3_vocab"] == f"{V:,}"
+    tokens = 2 * 2048
+    assert shown["l1_shape"] == "2 × 2,048"
+    held = 14 * tokens * V
+    assert shown["l1_held_GB"] == _gb(held)
+    assert shown["l3_held_GB"] == _gb(14 * 8192 * V, 1)
+    paper = _paper_layer_per_token(c)
+    bf16_layer = paper + 2 * (4 * H + 4)  # two RMSNorms: fp32 input, 1/rms, copy
+    assert shown["l1_layers_GB"] == _gb(L * tokens * bf16_layer)
+    assert L * tokens * bf16_layer < held  # the loss's tensors outweigh the layers
+    peak = _report("llama-3.2-1b", batch=2, seq_len=2048)["peak_bytes"]
+    assert shown["l1_held_share"] == f"{held / peak:.0%}"
+    assert shown["norm_extra"] == f"{2 * (4 * H + 4):,}"
+    assert shown["norm_layer_ratio"] == f"{bf16_layer / paper:.2f}"
+    assert shown["norm_extra_GB"] == _gb(L * tokens * 2 * (4 * H + 4))
+    # AMP: fp32 norm copies, a bf16 copy per Linear (q, k, v: three; gate, up: two),
+    # and a bf16 copy of every weight of the layers and of the LM head
+    linear = H * (2 * q + 2 * kv + 3 * I)
+    amp_token = 2 * (4 * H + 4 + 4 * H) + 3 * 2 * H + 2 * 2 * H
+    amp_token += 4 * q + 4 * kv + 4 * a + 2 * 4 * I
+    amp_layers = L * (tokens * amp_token + 2 * linear)
+    assert shown["amp_layers_ratio"] == f"{amp_layers / (L * tokens * bf16_layer):.2f}"
+    assert shown["amp_copies_GB"] == _gb(2 * (L * linear + V * H))
+    data = json.loads(H200.read_text(encoding="utf-8"))["cases"]
+
+    def case(model, **kw):
+        (one,) = [x for x in data if x["model"] == model and _recipe(x) == kw]
+        return one["measured_bytes"]
+
+    step = dict(checkpointing="none", batch=2, seq_len=2048)
+    amp = case("llama-3.2-1b", precision="amp", **step)["peak_of_second_step"]
+    bf16 = case("llama-3.2-1b", precision="bf16", **step)["peak_of_second_step"]
+    assert shown["amp_measured_GB"] == _gb(amp) and shown["bf16_measured_GB"] == _gb(
+        bf16
+    )
+    mixed = _report("llama-3.2-1b", precision="mixed", **step)["peak_bytes"]
+    assert shown["mixed_peak_GB"] == _gb(mixed) and bf16 < mixed < amp
+    lora = dict(method="lora", lora_rank=16)
+    full3 = case("llama-3.2-3b", precision="bf16", **step)
+    fp32 = case("llama-3.2-3b", precision="bf16", **step, **lora, adapter_dtype="fp32")
+    bf16a = case("llama-3.2-3b", precision="bf16", **step, **lora, adapter_dtype="bf16")
+    acts = "activations_after_forward_with_logits_and_loss"
+    ratio = fp32[acts] / full3[acts]
+    assert shown["lora_act_ratio_measured"] == f"{ratio:.2f}" and ratio > 1
+    saves = fp32["peak_of_second_step"] - bf16a["peak_of_second_step"]
+    assert shown["lora_bf16_saves_GB"] == _gb(saves)
+    pred = [
+        _report("llama-3.2-3b", **step, **lora, adapter_dtype=x)
+        for x in ("fp32", "bf16")
+    ]
+    assert shown["lora_bf16_saves_pred_GB"] == _gb(
+        pred[0]["peak_bytes"] - pred[1]["peak_bytes"]
+    )
+    full_acts = _report("llama-3.2-3b", **step)["items"]["activations"]
+    lora_acts = pred[0]["items"]["activations"]
+    assert shown["lora_act_ratio"] == f"{lora_acts / full_acts:.2f}"
+    c3 = _hf("llama-3.2-3b")
+    assert c3["tie_word_embeddings"]  # the embedding is the one largest tensor
+    assert shown["ck3_temp_GB"] == _gb(2 * 2 * c3["vocab_size"] * c3["hidden_size"])
+    ck3 = _report("llama-3.2-3b", checkpointing="full", batch=2, seq_len=2048)
+    assert ck3["peak_moment"] == "optimizer step"
+    assert shown["ck3_opt_GB"] == _gb(ck3["peak_bytes"])
+
+
+def test_chapter9_checkpointing_counted_one_way():
+    """Ch. 9: full checkpointing is the layer inputs kept and one layer rebuilt,
+    everywhere: Llama-3-8B's column at 8192 tokens (the paper's count, by hand), and
+    the exercise's peaks as train-memory prints them (4 × 8192, mixed precision)."""
+    shown = glued(CH9)
+    c = _hf("llama-3-8b")
+    H, L, V = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
+    t = 8192
+    ckpt = L * 2 * t * H + t * _paper_layer_per_token(c)
+    assert shown["act_8192_ckpt_GB"] == _gb(ckpt)
+    kw = dict(precision="mixed", batch=4, seq_len=t)
+    assert shown["exck_batch"] == "4" and shown["exck_seq"] == "8,192"
+    none = _report("llama-3-8b", **kw)
+    full = _report("llama-3-8b", checkpointing="full", **kw)
+    chunked = _report("llama-3-8b", checkpointing="full", loss="chunked", **kw)
+    assert shown["exck_none_GB"] == _gb(none["peak_bytes"], 1)
+    assert shown["exck_full_GB"] == _gb(full["peak_bytes"], 1)
+    assert shown["exck_chunk_GB"] == _gb(chunked["peak_bytes"], 1)
+    inputs = L * 2 * 4 * t * H  # the layer inputs (and a few MB the layers share)
+    kept = full["peak_items"]["activations of the layers"]
+    assert 0 <= kept - inputs < 10**7
+    assert shown["exck_layers_full_GB"] == _gb(kept, 1) == _gb(inputs, 1)
+    loss = 14 * 4 * t * V
+    assert shown["exck_loss_GB"] == _gb(loss, 1)
+    assert shown["exck_loss_share"] == f"{loss / full['peak_bytes']:.0%}"
+    layers = none["peak_items"]["activations of the layers"]
+    assert shown["exck_layers_none_GB"] == _gb(layers, 1)
+
+
+def test_chapter9_options_and_remedies():
+    """Ch. 9: the options table's at-rest total and peaks (Llama-2-7B, 4096 tokens),
+    8-bit Adam's blocks (2,048 in the paper, 256 in bitsandbytes since 0.44.0), what
+    each remedy saves on the measured steps, the largest batches on an H100 and an
+    RTX 4090, and the micro-batch's bound (every bf16 gradient, 2N bytes)."""
+    import json
+
+    from llmmath.training import ADAM8BIT_BLOCK
+
+    shown = glued(CH9)
+    assert shown["paper_block"] == "2,048" and ADAM8BIT_BLOCK == 256
+    assert shown["adam8bit_block"] == "256" and shown["train_seq"] == "4,096"
+    full = _report("llama-2-7b", precision="mixed", seq_len=4096)
+    qlora = _report(
+        "llama-2-7b", precision="mixed", checkpointing="full", seq_len=4096,
+        method="qlora", lora_rank=64,
+    )  # fmt: skip
+    assert shown["qlora_rank"] == "64"
+    assert shown["train_full_GB"] == _gb(full["total_bytes"], 1)
+    assert shown["train_full_peak_GB"] == _gb(full["peak_bytes"], 1)
+    assert full["peak_bytes"] < full["total_bytes"]
+    assert shown["train_qlora_peak_GB"] == _gb(qlora["peak_bytes"], 1)
+    assert shown["train_ratio"] == f"{full['peak_bytes'] / qlora['peak_bytes']:.0f}"
+    lora8 = dict(method="lora", batch=1, seq_len=4096)
+    before = _report("llama-3-8b", **lora8)["peak_bytes"]
+    assert shown["rem_before_GB"] == _gb(before)
+    for key, change in (
+        ("chunked", dict(loss="chunked")),
+        ("bf16", dict(adapter_dtype="bf16")),
+        ("ckpt", dict(checkpointing="full")),
+    ):
+        after = _report("llama-3-8b", **lora8, **change)["peak_bytes"]
+        assert 0 < before - after and shown[f"rem_{key}_GB"] == _gb(before - after)
+    three = dict(loss="chunked", adapter_dtype="bf16", checkpointing="full")
+    assert shown["rem_all_GB"] == _gb(
+        _report("llama-3-8b", **lora8, **three)["peak_bytes"]
+    )
+    data = json.loads(H200.read_text(encoding="utf-8"))["cases"]
+    (ckpt,) = [
+        x for x in data
+        if x["model"] == "llama-3-8b" and x["checkpointing"] == "full"
+    ]  # fmt: skip
+    got = ckpt["measured_bytes"]["peak_of_second_step"]
+    assert shown["rem_ckpt_measured_GB"] == _gb(got)
+    h100 = dict(seq_len=4096, method="lora", gpu="H100-SXM5-80GB")
+    assert shown["fit_default"] == str(_report("llama-3-8b", **h100)["max_batch"])
+    assert shown["fit_remedied"] == str(
+        _report("llama-3-8b", **h100, **three)["max_batch"]
+    )
+    ck3 = dict(checkpointing="full", batch=2, seq_len=2048)
+    loop = _report("llama-3.2-3b", **ck3)["peak_bytes"]
+    fused = _report("llama-3.2-3b", **ck3, optimizer_impl="fused")["peak_bytes"]
+    foreach = _report("llama-3.2-3b", **ck3, optimizer_impl="foreach")["peak_bytes"]
+    assert shown["rem_fused_GB"] == _gb(loop - fused) and fused < loop < foreach
+    assert shown["rem_foreach_GB"] == _gb(foreach - loop)
+    n1 = count_params(presets.load("llama-3.2-1b")).total
+    two = _report("llama-3.2-1b", batch=2, seq_len=2048)["peak_bytes"]
+    one = _report("llama-3.2-1b", batch=1, seq_len=2048)["peak_bytes"]
+    assert shown["rem_micro_GB"] == _gb(two - (one + 2 * n1)) and two > one + 2 * n1
+    rtx = dict(method="lora", lora_rank=16, seq_len=2048, gpu="RTX-4090-24GB")
+    assert shown["exf_rank"] == "16" and shown["exf_seq"] == "2,048"
+    assert shown["exf_gpu_GB"] == "24 GB"
+    assert shown["exf_default"] == str(_report("llama-3.2-3b", **rtx)["max_batch"])
+    assert shown["exf_remedied"] == str(
+        _report("llama-3.2-3b", **rtx, **three)["max_batch"]
+    )
