@@ -1,4 +1,5 @@
-"""The package's error type, its one positive-integer check, and `one_line`.
+"""The package's error type, its one positive-integer check, `one_line`, the "did you
+mean" of an unknown name, and the argparse types for counts.
 
 A leaf module (standard library only), so that `llmmath.config` and the sizing rules it
 uses (`llmmath.ffn`) can both import it without importing each other.
@@ -50,3 +51,85 @@ def count_argument(text: str, limit: int = 10**18) -> int:
     if int(text) <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
     return int(text)
+
+
+def closest(word: str, names, n: int = 1) -> list[str]:
+    """Up to ``n`` of ``names`` closest to ``word`` (difflib's ratio of at least 0.6,
+    the best first): the candidates of a "did you mean"."""
+    import difflib  # only for the hint of an unknown name
+
+    return difflib.get_close_matches(word, list(names), n=n)
+
+
+def did_you_mean(names) -> str:
+    """`` (did you mean 'a'?)``, `` (did you mean 'a' or 'b'?)``, `` (did you mean 'a',
+    'b' or 'c'?)``; empty for no names."""
+    quoted = [repr(name) for name in names]
+    if not quoted:
+        return ""
+    listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1])
+    listed += f" or {quoted[-1]}" if len(quoted) > 1 else ""
+    return f" (did you mean {listed}?)"
+
+
+#: The suffixes `large_count_argument` reads: thousand, million, billion, trillion.
+SUFFIXES = {"k": 3, "m": 6, "b": 9, "t": 12}
+
+
+def large_count_argument(text: str, limit: int = 10**18) -> int:
+    """An argparse type for counts people write in several ways (``--tokens``): a
+    positive whole number of at most ``limit`` in ASCII, as digits (``1000000000``), in
+    scientific notation (``1e9``, ``1.5e12``, ``15E+12``) or with a suffix K, M, B or T
+    for 10³, 10⁶, 10⁹, 10¹² (``15T``, ``2.5B``; any case). Exact: no float rounds it.
+
+    Raises:
+        argparse.ArgumentTypeError: not such a number, not whole, not positive, or
+        above ``limit``; the rule broken and the text (shortened if long)."""
+    import argparse
+
+    shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
+    form = "a whole number such as 1000000000, 1e9, 1.5e12 or 15T"
+    if len(text) > 100 and text.isascii() and text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be at most {limit:,}, got {shown}")
+    mantissa, power = _decimal(text)
+    if mantissa is None:
+        raise argparse.ArgumentTypeError(f"must be {form}, got {shown!r}")
+    if mantissa == 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {shown}")
+    if power < 0:  # mantissa · 10^power is whole when 10^-power divides the mantissa
+        if -power > len(str(mantissa)) or mantissa % 10**-power:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number, got {shown} (not an integer)"
+            )
+        value = mantissa // 10**-power
+    elif len(str(mantissa)) + power > len(str(limit)):
+        value = limit + 1  # past the limit: never build the huge int
+    else:
+        value = mantissa * 10**power
+    if value > limit:
+        raise argparse.ArgumentTypeError(f"must be at most {limit:,}, got {shown}")
+    return value
+
+
+def _decimal(text: str) -> tuple[int | None, int]:
+    """(m, p) with ``text`` = m · 10^p, m an int without a sign, for the forms of
+    `large_count_argument`; (None, 0) for anything else."""
+    if len(text) > 100 or not text.isascii():
+        return None, 0
+    body = text.lower()
+    power = 0
+    if body[-1:] in SUFFIXES:
+        body, power = body[:-1], SUFFIXES[body[-1]]
+    number, _, exponent = body.partition("e")
+    whole, dot, fraction = number.partition(".")
+    digits = whole + fraction
+    if not (digits.isdigit() and whole.isdigit()) or (dot and not fraction):
+        return None, 0
+    if exponent:
+        sign = exponent[0] in "+-"
+        if not exponent[sign:].isdigit() or (power and "e" in body):
+            return None, 0
+        power += int(exponent)
+    elif "e" in body:
+        return None, 0
+    return int(digits), power - len(fraction)

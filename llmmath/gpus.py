@@ -22,6 +22,30 @@ context, the allocator and activations that the counts leave out; it is an upper
 on what fits, never a promise that more would. ``llmmath.memory.GPU_80GB`` is this rule
 for an 80 GB part.
 
+**The names people type** (`match_gpu`, `gpu_named`, and ``--gpu`` of every command:
+``memory``, ``parallel``, ``train-memory``). A catalogue name in any case names its GPU
+(``h100-sxm5-80gb``). Otherwise the text is cut into words at ``-``, ``_`` and spaces,
+the vendor's words (NVIDIA, AMD, GeForce, RTX, Tesla, Instinct) are dropped, and every
+word left must be a distinct part of a catalogue name, which is *chip*[-*form*]-*memory*
+(``H100``-``SXM5``-``80GB``): the chip exactly (``h100``, ``4090``, ``mi300x``; ``l40``
+is not ``L40S``), the form exactly or ``sxm`` for any SXM generation, the memory as
+``80gb``, ``80g`` or ``80``. The GPUs whose names hold every word are the matches:
+
+- one match: that GPU (``H200``, ``mi300x``, ``4090``, ``H100-SXM``, ``h100-pcie``);
+- several, all of one chip (one family): **the family rule** picks the SXM board
+  first, then the one with the most memory (``h100`` and ``h100-80gb`` →
+  H100-SXM5-80GB, ``a100`` and ``a100-80gb`` → A100-SXM4-80GB, ``a100-40gb`` →
+  A100-SXM4-40GB, ``a100-pcie`` → A100-PCIE-80GB): the part a reader typing the
+  family's name most likely means, the one its headline figures and the training
+  clusters use. `match_gpu` returns a note that says so, and the commands print it
+  (``"gpu_note"`` in their JSON);
+- several chips (``80gb``, ``sxm5``): refused, "did you mean" naming every match;
+- none: refused, "did you mean" naming the closest catalogue names (as an unknown preset
+  is, `llmmath.errors.closest`).
+
+So ``parallel``'s old cluster names (``h100``, ``h800``, ``a100``) read as the
+catalogue's H100-SXM5-80GB, H800-SXM5-80GB and A100-SXM4-80GB, its clusters' GPUs.
+
 Standard library only (the site's explorers import it on Pyodide). Explained in the
 chapters *The KV cache* (``chapters/07_kv_cache.ipynb``) and *Memory and speed*
 (``chapters/09_memory.ipynb``).
@@ -30,6 +54,7 @@ chapters *The KV cache* (``chapters/07_kv_cache.ipynb``) and *Memory and speed*
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 
 @dataclass(frozen=True)
@@ -429,16 +454,162 @@ GPUS: dict[str, GPU] = _rows()
 #: The GPU the commands and explorers assume when none is named.
 DEFAULT_GPU = "H100-SXM5-80GB"
 
+_BY_LOWER = {name.lower(): gpu for name, gpu in GPUS.items()}
 
-def gpu_named(name: str | GPU) -> GPU:
-    """The catalogue's `GPU` called ``name`` (a `GPU` is returned as it is).
+
+class GPUMatch(NamedTuple):
+    """What a typed name resolves to: the ``gpu``, and a ``note`` saying which rule
+    picked it when the name matched several GPUs of one family (None otherwise)."""
+
+    gpu: GPU
+    note: str | None = None
+
+
+#: Words of a typed name that name no part: the vendors' and product lines' names.
+VENDOR_WORDS = frozenset({"nvidia", "amd", "geforce", "rtx", "tesla", "instinct"})
+#: The longest text `match_gpu` reads (a longer one is refused, shown shortened).
+MAX_NAME = 100
+
+
+def _words(text: str) -> list[str]:
+    """``text`` lower-cased and cut at ``-``, ``_`` and spaces, vendor words dropped."""
+    spaced = text.lower().replace("_", " ").replace("-", " ")
+    return [w for w in spaced.split() if w not in VENDOR_WORDS]
+
+
+def _parts(name: str) -> tuple[str, str | None, str]:
+    """(chip, form or None, memory) of a catalogue name: ``("h100", "sxm5", "80gb")``,
+    ``("4090", None, "24gb")``."""
+    chip, *form, memory = _words(name)
+    return chip, (form[0] if form else None), memory
+
+
+def _word_fits(word: str, kind: int, part: str) -> bool:
+    """Whether a typed ``word`` names ``part``, the chip (0), form (1) or memory (2)."""
+    if kind == 1:
+        return word == part or (word == "sxm" and part.startswith("sxm"))
+    if kind == 2:
+        return word in (part, part[:-1], part[:-2])  # 80gb, 80g, 80
+    return word == part
+
+
+def _holds(words: list[str], parts: tuple[str, str | None, str]) -> bool:
+    """Whether every word names a distinct part of ``parts``."""
+    free = [(kind, part) for kind, part in enumerate(parts) if part is not None]
+    for word in words:
+        hit = next((p for p in free if _word_fits(word, *p)), None)
+        if hit is None:
+            return False
+        free.remove(hit)
+    return True
+
+
+def _family_pick(matches: list[GPU]) -> GPU:
+    """The family rule: the SXM board first, then the most memory, then the
+    catalogue's order."""
+    order = list(GPUS)
+
+    def key(g: GPU) -> tuple:
+        form = _parts(g.name)[1] or ""
+        return (not form.startswith("sxm"), -g.memory, order.index(g.name))
+
+    return min(matches, key=key)
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}")
+
+
+def _unknown(text: str) -> str:
+    """The rule for a text that names no GPU, with the closest names."""
+    from llmmath.errors import closest, did_you_mean
+
+    by_key = {name.lower(): name for name in GPUS}
+    for name in GPUS:  # the chip alone suggests its family's pick
+        chip = _parts(name)[0]
+        family = [g for g in GPUS.values() if _parts(g.name)[0] == chip]
+        by_key.setdefault(chip, _family_pick(family).name)
+    near = closest(text.lower()[:MAX_NAME], list(by_key), n=3)
+    names = list(dict.fromkeys(by_key[k] for k in near))
+    return (
+        "must be a GPU of the catalogue: a name in any case, or a short name that "
+        f"names one (h100, H200, a100-80gb, mi300x, 4090); got {_shown(text)}"
+        f"{did_you_mean(names)}; GPUs: {', '.join(GPUS)}"
+    )
+
+
+def _resolve(text: str) -> GPUMatch | str:
+    """`match_gpu`'s answer, or the rule ``text`` breaks (without the field's name)."""
+    exact = _BY_LOWER.get(text.lower())
+    if exact is not None:
+        return GPUMatch(exact)
+    words = _words(text) if len(text) <= MAX_NAME else []
+    matches = [g for g in GPUS.values() if words and _holds(words, _parts(g.name))]
+    if not matches:
+        return _unknown(text)
+    if len(matches) == 1:
+        return GPUMatch(matches[0])
+    if len({_parts(g.name)[0] for g in matches}) > 1:
+        from llmmath.errors import did_you_mean
+
+        return (
+            f"must name one GPU of the catalogue; {_shown(text)} names "
+            f"{len(matches)}{did_you_mean([g.name for g in matches])}"
+        )
+    pick = _family_pick(matches)
+    others = ", ".join(g.name for g in matches if g is not pick)
+    return GPUMatch(
+        pick,
+        f"{_shown(text)} read as {pick.name} (also {others}): within one family the "
+        "SXM board first, then the most memory; name another to choose it",
+    )
+
+
+def match_gpu(name: str | GPU) -> GPUMatch:
+    """The catalogue's GPU that ``name`` names, by the rules of this module's
+    docstring, with a note when the family rule picked it among several (a `GPU` is
+    returned as it is).
 
     Raises:
-        ConfigError: an unknown name; the message lists the catalogue."""
+        ConfigError: a name that names no GPU, or several chips; the message says
+        "did you mean" with catalogue names only."""
     if isinstance(name, GPU):
-        return name
-    if name not in GPUS:
-        from llmmath.errors import ConfigError
+        return GPUMatch(name)
+    from llmmath.errors import ConfigError
 
-        raise ConfigError(f"gpu must be one of {', '.join(GPUS)}; got {name!r}")
-    return GPUS[name]
+    if not isinstance(name, str):
+        raise ConfigError(f"gpu must be a GPU's name, got {type(name).__name__}")
+    found = _resolve(name)
+    if isinstance(found, str):
+        raise ConfigError(f"gpu {found}")
+    return found
+
+
+def gpu_argument(text: str) -> str:
+    """An argparse type for ``--gpu``: ``text`` as given when it names a GPU
+    (`match_gpu`; the commands resolve it again and print the note), else
+    argparse.ArgumentTypeError with the rule and "did you mean"."""
+    found = _resolve(text)
+    if isinstance(found, str):
+        import argparse
+
+        raise argparse.ArgumentTypeError(found)
+    return text
+
+
+#: One line for ``--help``: what ``--gpu`` takes.
+GPU_HELP = (
+    "a GPU of the catalogue (llmmath.gpus), any case, or a short name that names one "
+    "(h100, H200, a100-80gb, mi300x, 4090; a family's name picks its SXM board, then "
+    "the most memory)"
+)
+
+
+def gpu_named(name: str | GPU) -> GPU:
+    """The catalogue's `GPU` that ``name`` names (`match_gpu`: any case, or a short
+    name; a `GPU` is returned as it is).
+
+    Raises:
+        ConfigError: a name that names no GPU, or several chips; the message says
+        "did you mean" with catalogue names only."""
+    return match_gpu(name).gpu

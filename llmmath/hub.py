@@ -116,13 +116,25 @@ def _cached_path(repo_id: str, revision: str, cache: str) -> str | None:
     what its ``try_to_load_from_cache`` returns for a file that is cached, else None
     (a revision is a name under ``refs/`` holding a commit, or a commit itself)."""
     repo = _repo_folder(cache, repo_id)
-    ref = os.path.join(repo, "refs", revision)
-    commit = revision
-    if os.path.isfile(ref):
-        with open(ref, encoding="utf-8") as f:
-            commit = f.read()
+    commit = _read_ref(repo, revision)
+    if not isinstance(commit, str):  # no such ref: a commit hash, or not cached
+        commit = revision if commit is None else ""
     path = os.path.join(repo, "snapshots", commit, FILENAME)
     return path if COMMIT.fullmatch(commit) and os.path.isfile(path) else None
+
+
+def _read_ref(repo: str, revision: str) -> str | None | OSError | ValueError:
+    """What ``refs/{revision}`` of ``repo`` holds (text, as huggingface_hub reads it:
+    no stripping), None when there is no such file, or the error reading it raised (a
+    file that is not UTF-8: ValueError)."""
+    ref = os.path.join(repo, "refs", revision)
+    if not os.path.isfile(ref):
+        return None
+    try:
+        with open(ref, "rb") as f:
+            return f.read(4096).decode("utf-8")
+    except (OSError, ValueError) as e:
+        return e
 
 
 def cached_config_path(repo_id: str, revision: str, cache: str) -> str | None:
@@ -135,9 +147,12 @@ def cached_config_path(repo_id: str, revision: str, cache: str) -> str | None:
         from huggingface_hub.file_download import _CACHED_NO_EXIST
     except ImportError:
         return _cached_path(repo_id, revision, cache)
-    found = try_to_load_from_cache(
-        repo_id, FILENAME, cache_dir=cache, revision=revision
-    )
+    try:
+        found = try_to_load_from_cache(
+            repo_id, FILENAME, cache_dir=cache, revision=revision
+        )
+    except (OSError, ValueError):  # a ref it cannot read: `_not_cached` says which
+        return None
     if found is _CACHED_NO_EXIST:
         raise ConfigError(
             f"model {repo_id!r} has no {FILENAME} at revision {revision!r}"
@@ -155,6 +170,24 @@ def _not_cached(repo_id: str, revision: str, cache: str) -> ConfigError:
     if not os.path.isdir(repo):
         return ConfigError(
             f"model {repo_id!r} is not in the local hub cache ({cache}); {fetch}"
+        )
+    held = _read_ref(repo, revision)
+    where = f"refs/{revision} of model {repo_id!r} in the local hub cache"
+    if isinstance(held, (OSError, ValueError)):
+        why = held.strerror if isinstance(held, OSError) else "not UTF-8 text"
+        return ConfigError(
+            f"{where} cannot be read ({why or held}); delete that file, then {fetch}"
+        )
+    if held is not None and not COMMIT.fullmatch(held):
+        shown = held if len(held) <= 80 else f"{held[:40]}...{held[-10:]}"
+        return ConfigError(
+            f"{where} is corrupt: it holds {shown!r}, not a commit hash (40 hex "
+            f"digits); delete that file, then {fetch}"
+        )
+    if held is not None:
+        return ConfigError(
+            f"revision {revision!r} of model {repo_id!r} is commit {held}, whose "
+            f"{FILENAME} is not in the local hub cache; {fetch}"
         )
     top = os.path.join(repo, "refs")
     refs = sorted(

@@ -44,7 +44,7 @@ from fractions import Fraction
 from llmmath.config import ConfigError, ModelConfig, check_positive_int
 from llmmath.counting import TensorCount, count_params
 from llmmath.flops import forward_flops_per_token
-from llmmath.gpus import GPU, GPUS
+from llmmath.gpus import DEFAULT_GPU, GPU, GPUS, gpu_named
 from llmmath.memory import MIXED_PRECISION_ADAM, activation_bytes_per_layer
 
 #: Bytes per parameter of mixed-precision Adam (`llmmath.memory.MIXED_PRECISION_ADAM`):
@@ -147,15 +147,27 @@ CLUSTERS = {
 
 
 def cluster(name: str | Cluster) -> Cluster:
-    """A `Cluster` by name (``"h100"``, ``"h800"``, ``"a100"``).
+    """The `Cluster` of a GPU named as the catalogue names it, any case, or by a short
+    name (`llmmath.gpus.match_gpu`): ``"H100-SXM5-80GB"``, ``"h100"`` (the family rule
+    reads it as H100-SXM5-80GB), ``"H800"``, ``"a100"`` (A100-SXM4-80GB); the keys of
+    `CLUSTERS` are such short names.
 
     Raises:
-        ConfigError: an unknown name; the message lists the known ones."""
+        ConfigError: a name that names no GPU (with "did you mean"), or a GPU of the
+        catalogue whose cluster the book does not describe (its nodes' links and
+        network); the message lists the GPUs that have one."""
     if isinstance(name, Cluster):
         return name
-    if name not in CLUSTERS:
-        raise ConfigError(f"gpu must be one of {', '.join(CLUSTERS)}; got {name!r}")
-    return CLUSTERS[name]
+    gpu = gpu_named(name)
+    for found in CLUSTERS.values():
+        if found.gpu.name == gpu.name:
+            return found
+    names = [c.gpu.name for c in CLUSTERS.values()]
+    raise ConfigError(
+        f"gpu must be a GPU with a cluster: {', '.join(names[:-1])} or {names[-1]} "
+        f"(short: {', '.join(CLUSTERS)}); got {name!r}, the {gpu.name}, whose nodes' "
+        "links and network the book does not describe"
+    )
 
 
 # --- collectives ----------------------------------------------------------------------
@@ -835,7 +847,7 @@ def plan(
     seq_len: int = 4096,
     sequence_parallel: bool = False,
     chunks: int = 1,
-    gpu: str | Cluster = "h100",
+    gpu: str | Cluster = DEFAULT_GPU,
     flash_attention: bool = True,
     matmul_efficiency: float = 1.0,
     recompute: bool = False,

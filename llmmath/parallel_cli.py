@@ -3,12 +3,16 @@
 
 ``python -m llmmath parallel MODEL --gpus N [--dp D] [--tp T] [--pp P] [--ep E]
 [--zero 0|1|2|3] [--micro-batches M] [--micro-batch-size B] [--seq-len S]
-[--sequence-parallel] [--recompute] [--chunks V] [--gpu h100|h800|a100]
+[--sequence-parallel] [--recompute] [--chunks V] [--gpu NAME]
 [--price-per-gpu-hour P] [--tokens N] [--mfu F] [--json]``: what each GPU holds and
 sends in one training step of that layout (`llmmath.parallel.plan`); with a price, what
 a step costs, and with a token budget, the whole run's steps, time and cost
 (`llmmath.cost`), as a range: at the layout's bound (every FLOP at the peak) and at an
 MFU a real run reached (``--mfu``, default `llmmath.cost.PUBLISHED_MFU`, Llama 3's).
+``--gpu`` takes the catalogue's names as every command does (`llmmath.gpus.match_gpu`:
+``H100-SXM5-80GB``, ``h100``, ``H800``, ``a100``), of a GPU with a cluster
+(`llmmath.parallel.CLUSTERS`); ``--tokens`` takes ``15000000000000``, ``1.5e13`` or
+``15T`` (`llmmath.errors.large_count_argument`).
 
 A layout that does not fit together (dp·tp·pp ≠ gpus, heads not divisible by tp,
 layers by pp, experts by ep) exits 2 with one line on stderr. Imports neither torch nor
@@ -22,10 +26,9 @@ import json
 import re
 
 from llmmath.config import ModelConfig
-from llmmath.errors import count_argument
+from llmmath.errors import large_count_argument
+from llmmath.gpus import DEFAULT_GPU, GPU_HELP
 from llmmath.units import human_bytes
-
-CLUSTER_NAMES = ("h100", "h800", "a100")
 
 
 def parallel_report(name: str, cfg: ModelConfig, **layout) -> dict:
@@ -36,11 +39,31 @@ def parallel_report(name: str, cfg: ModelConfig, **layout) -> dict:
     ``"pipeline_bubble_of_ideal_exact"``, Narayanan et al.'s (p−1)/(v·m); times in
     seconds).
 
+    With ``gpu`` a name that the family rule read (`llmmath.gpus.match_gpu`, such as
+    ``"h100"``), ``"gpu_note"`` says which GPU it read.
+
     Raises:
         ConfigError: see `llmmath.parallel.plan`."""
+    from llmmath.gpus import match_gpu
     from llmmath.parallel import plan
 
-    return {"model": name, **plan(cfg, **layout).report()}
+    report = {"model": name, **plan(cfg, **layout).report()}
+    gpu = layout.get("gpu")
+    note = match_gpu(gpu).note if isinstance(gpu, str) else None
+    return report | ({"gpu_note": note} if note else {})
+
+
+def money(amount: float) -> str:
+    """A cost with its precision: at least three significant digits, and cents from
+    1 up (``0.00279``, ``2.50``, ``85.20``, ``1,234``), never ``0.00`` for a cost
+    that is not zero."""
+    if amount >= 1000 or amount == 0:
+        return f"{amount:,.0f}"
+    if amount >= 1:
+        return f"{amount:,.2f}"
+    import math
+
+    return f"{amount:.{2 - math.floor(math.log10(amount))}f}"
 
 
 def cost_report(report: dict, price_per_gpu_hour=None, tokens=None, mfu=None) -> dict:
@@ -86,12 +109,14 @@ def cost_report(report: dict, price_per_gpu_hour=None, tokens=None, mfu=None) ->
 def _cost_lines(c: dict, at: dict | None = None) -> list[str]:
     lines = [f"  step = {c['step_gpu_hours']:.4g} GPU-hours"]
     if "step_cost" in c:
-        lines[0] += f", cost {c['step_cost']:,.2f} at {c['price_per_gpu_hour']:g}/GPU-h"
+        lines[0] += (
+            f", cost {money(c['step_cost'])} at {c['price_per_gpu_hour']:g}/GPU-h"
+        )
     if "steps" in c:
         lines.append(
             f"  {c['tokens']:,} tokens = {c['steps']:,} steps ≈ {c['run_days']:,.1f} "
             f"days, {c['run_gpu_hours']:,.0f} GPU-hours"
-            + (f", cost {c['run_cost']:,.0f}" if "run_cost" in c else "")
+            + (f", cost {money(c['run_cost'])}" if "run_cost" in c else "")
         )
     if at is None:
         return lines
@@ -99,13 +124,13 @@ def _cost_lines(c: dict, at: dict | None = None) -> list[str]:
     lines.append(
         f"  at MFU {at['mfu']:.0%} ({source}): step {at['step_seconds']:.3g} s = "
         f"{at['step_gpu_hours']:.4g} GPU-hours"
-        + (f", cost {at['step_cost']:,.2f}" if "step_cost" in at else "")
+        + (f", cost {money(at['step_cost'])}" if "step_cost" in at else "")
     )
     if "steps" in at:
         lines.append(
             f"  the run at MFU {at['mfu']:.0%}: {at['run_days']:,.1f} days, "
             f"{at['run_gpu_hours']:,.0f} GPU-hours"
-            + (f", cost {at['run_cost']:,.0f}" if "run_cost" in at else "")
+            + (f", cost {money(at['run_cost'])}" if "run_cost" in at else "")
         )
         lines.append(
             f"  the run's GPU-hours, from the bound to MFU {at['mfu']:.0%}: "
@@ -147,6 +172,21 @@ def _mfu(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be in (0, 1], got {shown}") from None
 
 
+def _cluster_gpu(text: str) -> str:
+    """An argparse type: ``text`` when it names a GPU with a cluster
+    (`llmmath.parallel.cluster`, through `llmmath.gpus.match_gpu`)."""
+    from llmmath.errors import ConfigError
+    from llmmath.gpus import gpu_argument
+    from llmmath.parallel import cluster
+
+    gpu_argument(text)  # the resolver's own message for a name that names no GPU
+    try:
+        cluster(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("gpu ")) from None
+    return text
+
+
 def _parallel(args: argparse.Namespace) -> int:
     from llmmath.reports import resolve
 
@@ -177,6 +217,7 @@ def _parallel(args: argparse.Namespace) -> int:
     lines = [
         f"{name} on {r['gpus']:,} GPUs ({r['gpu']}): dp {r['dp']} x tp {r['tp']} x "
         f"pp {r['pp']}, ep {r['ep']}, ZeRO-{r['zero']}",
+        *([f"  --gpu {r['gpu_note']}"] if "gpu_note" in r else []),
         f"  parameters per GPU    {r['params_per_gpu']:>22,}",
         f"  model state per GPU   {r['model_state_bytes_per_gpu']:>22,} bytes = "
         f"{human_bytes(r['model_state_bytes_per_gpu'])}",
@@ -244,7 +285,13 @@ def add_commands(sub, command, count, once=None) -> None:
         help="full activation checkpointing: keep each layer's input only",
     )
     p.add_argument(
-        "--gpu", default="h100", choices=CLUSTER_NAMES, help="cluster (h100)", **opt
+        "--gpu",
+        type=_cluster_gpu,
+        default=DEFAULT_GPU,
+        metavar="NAME",
+        help=f"{GPU_HELP}, with a cluster: H100-SXM5-80GB (default), H800-SXM5-80GB, "
+        "A100-SXM4-80GB",
+        **opt,
     )
     p.add_argument(
         "--price-per-gpu-hour",
@@ -255,9 +302,10 @@ def add_commands(sub, command, count, once=None) -> None:
     )
     p.add_argument(
         "--tokens",
-        type=count_argument,
+        type=large_count_argument,
         default=None,
-        help="training tokens: the run's steps, days, GPU-hours (and cost)",
+        help="training tokens (15000000000000, 1.5e13 or 15T): the run's steps, days, "
+        "GPU-hours (and cost)",
         **opt,
     )
     p.add_argument(

@@ -251,18 +251,20 @@ def memory_report(
     GPU's capacity by the catalogue's one rule, `llmmath.gpus`), and
     `llmmath.memory.serving_fit`'s ``"max_batch"`` (of ``seq_len``-token sequences)
     and ``"max_seq_len"`` (for ``batch`` sequences, at most the model's
-    ``"context_limit"``). Bytes are exact ints. ``gpu`` defaults to
-    `llmmath.gpus.DEFAULT_GPU`.
+    ``"context_limit"``). Bytes are exact ints. ``gpu`` (any name
+    `llmmath.gpus.match_gpu` reads) defaults to `llmmath.gpus.DEFAULT_GPU`;
+    ``"gpu"`` is its catalogue name, and ``"gpu_note"`` says why when the family rule
+    picked it among several.
 
     Raises:
         ConfigError: an unknown format, dtype or GPU, a group size for bf16, or a size
         that is not a positive integer.
     """
-    from llmmath.gpus import DEFAULT_GPU, gpu_named
+    from llmmath.gpus import DEFAULT_GPU, match_gpu
     from llmmath.memory import serving_fit
     from llmmath.quantization import quantized_bytes, weight_format
 
-    card = gpu_named(DEFAULT_GPU if gpu is None else gpu)
+    card, note = match_gpu(DEFAULT_GPU if gpu is None else gpu)
     fmt = weight_format(weights, group_size)
     items = quantized_bytes(cfg, fmt)
     fit = serving_fit(
@@ -292,4 +294,5 @@ def memory_report(
         "max_seq_len": fit.max_seq_len,
         "context_limit": fit.context_limit,
         "left_out": "activations, the CUDA context and allocator fragmentation",
+        **({"gpu_note": note} if note else {}),
     }

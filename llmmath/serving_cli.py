@@ -18,11 +18,12 @@ import argparse
 import json
 import math
 
-from llmmath.gpus import DEFAULT_GPU, GPUS
+from llmmath.gpus import DEFAULT_GPU, GPU_HELP, GPUS, gpu_argument
 from llmmath.reports import WEIGHTS, memory_report  # re-exported, as before
 from llmmath.units import DTYPE_BITS, human_bytes
 
-#: The GPUs ``--gpu`` accepts: the one catalogue, `llmmath.gpus.GPUS`.
+#: The GPUs ``--gpu`` names: the one catalogue, `llmmath.gpus.GPUS` (any case, or a
+#: short name that names one: `llmmath.gpus.match_gpu`).
 GPU_NAMES = tuple(GPUS)
 
 
@@ -45,16 +46,20 @@ def _memory(args: argparse.Namespace) -> int:
         return 0
     group = f", groups of {r['group_size']}" if r["group_size"] else ""
     lines = [f"{name}: weights in {args.weights}{group}, KV cache in {args.kv_dtype}"]
-    lines += [f"  {k:<24}{v:>20,} bytes" for k, v in r["weight_items"].items()]
+    items = r["weight_items"]
+    if list(items) != ["weights"]:  # one item (bf16) is the weights line below
+        lines += [f"  {k:<24}{v:>20,} bytes" for k, v in items.items()]
     lines += [
         f"  {'weights':<24}{r['weight_bytes']:>20,} bytes",
         f"  {'KV cache':<24}{r['kv_cache_bytes']:>20,} bytes "
         f"({args.batch:,} x {args.seq_len:,} tokens)",
         f"  {'total':<24}{r['total_bytes']:>20,} bytes = "
         f"{human_bytes(r['total_bytes'])}",
-        f"  fits in {args.gpu} ({r['gpu_bytes']:,} bytes): "
+        f"  fits in {r['gpu']} ({r['gpu_bytes']:,} bytes): "
         f"{'yes' if r['fits'] else 'no'}",
     ]
+    if "gpu_note" in r:
+        lines.append(f"  --gpu {r['gpu_note']}")
     print("\n".join(lines))
     return 0
 
@@ -149,10 +154,9 @@ def add_commands(sub, command, count, once=None) -> None:
     m.add_argument(
         "--gpu",
         default=DEFAULT_GPU,
-        choices=GPU_NAMES,
+        type=gpu_argument,
         metavar="NAME",
-        help=f"a GPU of the catalogue (llmmath.gpus; default {DEFAULT_GPU}): "
-        + ", ".join(GPU_NAMES),
+        help=f"{GPU_HELP}; default {DEFAULT_GPU}: " + ", ".join(GPU_NAMES),
         **opt,
     )
     sp = sub.add_parser(

@@ -59,8 +59,9 @@ def train_memory_report(
     ``"peak_items"`` (the bytes held then, by item), ``"items"`` (weights,
     gradients, optimizer state, activations at rest; exact int bytes) with their
     ``"total_bytes"``, the optimizer's and the activations' own items, and
-    ``"trainable_params"``. With ``gpu`` (a name of `llmmath.gpus.GPUS`):
-    ``"gpu"``, ``"gpu_bytes"``, ``"fits"`` (peak ≤ the GPU's memory) and
+    ``"trainable_params"``. With ``gpu`` (a name `llmmath.gpus.match_gpu` reads):
+    ``"gpu"`` (its catalogue name; ``"gpu_note"`` when the family rule picked it),
+    ``"gpu_bytes"``, ``"fits"`` (peak ≤ the GPU's memory) and
     ``"max_batch"``, the largest batch whose peak fits (0 if none).
 
     Raises:
@@ -130,11 +131,13 @@ def train_memory_report(
         "fragmentation (not in torch.cuda.max_memory_allocated)",
     }
     if gpu is not None:
-        from llmmath.gpus import gpu_named
+        from llmmath.gpus import match_gpu
 
-        capacity = gpu_named(gpu).memory
+        card, note = match_gpu(gpu)
+        capacity = card.memory
         report.update(
-            gpu=gpu,
+            gpu=card.name,
+            **({"gpu_note": note} if note else {}),
             gpu_bytes=capacity,
             fits=top.peak_bytes <= capacity,
             max_batch=_largest_batch(lambda b: peak(b).peak_bytes <= capacity),
@@ -206,6 +209,8 @@ def _train_memory(args: argparse.Namespace) -> int:
             f"{r['gpu']} ({human_bytes(r['gpu_bytes'])}): the peak {verdict}; "
             f"largest batch that fits: {r['max_batch']:,}"
         )
+        if "gpu_note" in r:
+            lines.append(f"--gpu {r['gpu_note']}")
     print("\n".join(lines))
     return 0
 
@@ -214,7 +219,7 @@ def add_commands(sub, command, count, once=None) -> None:
     """Add ``train-memory`` to the subparsers ``sub`` of `llmmath.cli.build_parser`;
     ``command`` adds a MODEL command, ``count`` is the CLI's positive-integer type and
     ``once`` its refuse-twice action."""
-    from llmmath.gpus import GPUS
+    from llmmath.gpus import GPU_HELP, GPUS, gpu_argument
 
     opt = {"action": once} if once else {}
     t = command(
@@ -247,9 +252,9 @@ def add_commands(sub, command, count, once=None) -> None:
     )
     t.add_argument(
         "--gpu",
-        choices=tuple(GPUS),
+        type=gpu_argument,
         metavar="NAME",
-        help="a GPU of the catalogue (llmmath.gpus): whether the peak fits and the "
-        "largest batch that does; " + ", ".join(GPUS),
+        help=f"{GPU_HELP}: whether the peak fits and the largest batch that does; "
+        + ", ".join(GPUS),
         **opt,
     )

@@ -123,3 +123,13 @@ def test_every_preset_answers():
     for name in presets.names():
         data = json.loads(run("params", name, "--json").stdout)
         assert data["total"] == count_params(presets.load(name)).total
+
+
+def test_memory_prints_the_weights_line_once():
+    """bf16 weights are one item: the "weights" line, once (issue 34); a quantized
+    format lists its items, then the weights they add up to."""
+    lines = run("memory", "llama-3-8b").stdout.splitlines()
+    assert [line.split()[0] for line in lines[1:3]] == ["weights", "KV"]
+    lines = run("memory", "llama-3-8b", "--weights", "int4").stdout.splitlines()
+    firsts = [line.split()[0] for line in lines[1:]]
+    assert firsts.count("weights") == 1 and firsts[:2] == ["quantized", "scales"]

@@ -36,7 +36,9 @@ from hypothesis import strategies as st
 from llmmath import SUPPORTED_MODEL_TYPES, presets
 from llmmath.cli import build_parser, main
 from llmmath.config import MAX_DEPTH, MAX_INT
+from llmmath.errors import SUFFIXES, large_count_argument
 from llmmath.explorers import PASTED, explore, view_text
+from llmmath.gpus import GPUS
 
 SCALE = int(os.environ.get("FUZZ_SCALE", "1"))
 SECONDS_PER_RUN = 10  # a run that takes longer counts as a hang
@@ -390,6 +392,9 @@ NUMBER_TEXTS = [
 ]
 
 
+GPU_TEXTS = [*GPUS, "h100", "H200", "a100-80gb", "mi300x", "4090", "80gb", "h1000", ""]
+
+
 @st.composite
 def argv_for(draw) -> list[str]:
     name = draw(st.sampled_from(sorted(SUBCOMMANDS)))
@@ -430,6 +435,8 @@ def argv_for(draw) -> list[str]:
             value = draw(
                 st.sampled_from([str(c) for c in option.choices]) | st.text(max_size=6)
             )
+        elif option.dest == "gpu":  # the catalogue's names, short names, near misses
+            value = draw(st.sampled_from(GPU_TEXTS) | st.text(max_size=6))
         else:
             value = draw(st.sampled_from(NUMBER_TEXTS) | st.text(max_size=6))
         if flag in ("-h", "--help") and draw(st.booleans()):
@@ -460,3 +467,42 @@ def test_the_fuzzed_subcommands_include_every_counting_one():
 def test_limits_are_what_the_messages_say():
     assert MAX_INT == 2**63 - 1 and MAX_DEPTH == 32
     assert math.log10(MAX_INT) < 19
+
+
+# --- counts as people write them (``--tokens``, issue 34) -----------------------------
+
+
+def written_forms(n: int) -> list[str]:
+    """``n`` as people write it: digits, scientific notation with and without a
+    decimal point, and each suffix (K, M, B, T) that leaves a decimal mantissa."""
+    text = str(n)
+    digits = text.rstrip("0")
+    zeros, top = len(text) - len(digits), len(text) - 1
+    forms = [text, f"{n}e0", f"{n}E+0", f"{digits}e{zeros}", f"{n * 1000}e-3"]
+    if len(digits) > 1:
+        forms.append(f"{digits[0]}.{digits[1:]}e{top}")
+    for suffix, power in SUFFIXES.items():
+        if zeros >= power:
+            forms.append(f"{n // 10**power}{suffix.upper()}")
+        elif len(text) > power:  # a decimal point inside: 1.5T
+            whole, fraction = text[:-power], text[-power:].rstrip("0")
+            forms.append(f"{whole}.{fraction}{suffix}")
+    return forms
+
+
+@fuzz_settings(300)
+@given(n=st.integers(1, 10**18))
+def test_a_count_reads_back_in_every_written_form(n):
+    for form in written_forms(n):
+        assert large_count_argument(form) == n, form
+
+
+@fuzz_settings(300)
+@given(st.text(max_size=12) | st.text("0123456789.eE+-kKmMbBtT_ ", max_size=24))
+def test_any_text_is_a_count_or_one_line(text):
+    try:
+        value = large_count_argument(text)
+    except argparse.ArgumentTypeError as e:
+        assert str(e).startswith("must be") and "\n" not in str(e)
+        return
+    assert 1 <= value <= 10**18

@@ -271,6 +271,8 @@ def test_keys_must_be_strings_and_nesting_is_bounded_in_dicts():
 
 KV = ["kv-cache", "gpt2", "--seq-len"]
 POSITIVE = "must be a positive integer, got"
+TOKENS = ["parallel", "gpt2", "--gpus", "1", "--tokens"]
+WHOLE = "must be a whole number such as 1000000000, 1e9, 1.5e12 or 15T, got"
 
 
 @pytest.mark.parametrize(
@@ -298,6 +300,38 @@ POSITIVE = "must be a positive integer, got"
             ["flops", "gpt2", "--seq-len", "8", "--attention", "half"],
             "argument --attention: invalid choice: 'half'",
         ),
+        *(
+            ([*TOKENS, typed], f"argument --tokens: {says}")
+            for typed, says in [
+                ("1.5e0", "must be a whole number, got 1.5e0 (not an integer)"),
+                ("1.5", "must be a whole number, got 1.5"),
+                ("1e-3", "must be a whole number, got 1e-3"),
+                ("1e-99999999", "must be a whole number, got 1e-99999999"),
+                ("1e19", "must be at most 1,000,000,000,000,000,000, got 1e19"),
+                ("1e99999999", "must be at most 1,000,000,000,000,000,000"),
+                ("9" * 5000, "must be at most 1,000,000,000,000,000,000"),
+                ("0", "must be a positive integer, got 0"),
+                ("0e5", "must be a positive integer, got 0e5"),
+                ("abc", f"{WHOLE} 'abc'"),
+                ("-5", f"{WHOLE} '-5'"),
+                (" 1e9", f"{WHOLE} ' 1e9'"),
+                ("1e9 ", f"{WHOLE} '1e9 '"),
+                ("1_000", f"{WHOLE} '1_000'"),
+                ("\u0661e9", f"{WHOLE} '\u0661e9'"),
+                ("inf", f"{WHOLE} 'inf'"),
+                ("nan", f"{WHOLE} 'nan'"),
+                ("1e3k", f"{WHOLE} '1e3k'"),
+                ("1.e9", f"{WHOLE} '1.e9'"),
+                ("e9", f"{WHOLE} 'e9'"),
+                ("1e", f"{WHOLE} '1e'"),
+                ("T", f"{WHOLE} 'T'"),
+            ]
+        ),
+        (
+            ["memory", "gpt2", "--gpu", "a\nb"],
+            "argument --gpu: must be a GPU of the catalogue",
+        ),
+        (["memory", "gpt2", "--gpu", "sxm"], "must name one GPU of the catalogue"),
         (["params", "gpt2", "x\ny\u2028z"], "unrecognized arguments: x\\ny\\u2028z"),
         (["params"], "the following arguments are required: MODEL"),
         (

@@ -279,6 +279,39 @@ def test_a_ref_that_holds_no_commit_is_not_followed(home, hf, capsys):
     assert hub._cached_path("org/odd", "main", str(home / "hf" / "hub")) is None
 
 
+@pytest.mark.parametrize(
+    "held, says",
+    [
+        ("not-a-hash", "is corrupt: it holds 'not-a-hash', not a commit hash"),
+        ("../../x", "is corrupt: it holds '../../x', not a commit hash"),
+        (MAIN + "\n", f"is corrupt: it holds '{MAIN}\\n', not a commit hash"),
+        ("", "is corrupt: it holds '', not a commit hash"),
+        (b"\xff\xfe", "cannot be read (not UTF-8 text)"),
+    ],
+)
+def test_a_corrupt_ref_is_named_as_corrupt(home, hf, capsys, held, says):
+    """refs/main that holds no commit hash: the message says the ref is corrupt and
+    where it is, never "revision 'main' is not in the cache (cached: main)" (issue
+    34)."""
+    write_model(home / "hf" / "hub", "org/odd", {MAIN: config_text("gpt2")}, {})
+    ref = home / "hf" / "hub" / "models--org--odd" / "refs" / "main"
+    ref.parent.mkdir()
+    ref.write_bytes(held if isinstance(held, bytes) else held.encode())
+    err = refused(capsys, "params", "org/odd")
+    assert "refs/main of model 'org/odd' in the local hub cache " + says in err
+    assert "delete that file, then set LLMMATH_ALLOW_DOWNLOAD=1" in err
+    assert "cached:" not in err and "is not in the local hub cache" not in err
+
+
+def test_a_ref_to_a_commit_that_is_not_cached_says_so(home, hf, capsys):
+    write_model(home / "hf" / "hub", "org/gone", {}, {"main": DEV})
+    err = refused(capsys, "params", "org/gone")
+    assert (
+        f"revision 'main' of model 'org/gone' is commit {DEV}, whose config.json is "
+        "not in the local hub cache" in err
+    )
+
+
 # --- downloads: opt-in, mapped to one line; hf_hub_download is replaced, no network
 
 

@@ -184,7 +184,8 @@ def test_ring_attention():
         ),
         (dict(gpus=8, ep=2), r"ep \(2\) needs a mixture of experts"),
         (dict(gpus=8, zero=4), r"zero must be 0, 1, 2 or 3"),
-        (dict(gpus=8, gpu="v100"), r"gpu must be one of"),
+        (dict(gpus=8, gpu="v100"), r"gpu must be a GPU with a cluster"),
+        (dict(gpus=8, gpu="v1000"), r"gpu must be a GPU of the catalogue"),
     ],
 )
 def test_bad_layouts_are_one_line(kwargs, message):

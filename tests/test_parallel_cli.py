@@ -6,9 +6,12 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llmmath import count_params, presets
 from llmmath.cli import main
+from llmmath.parallel_cli import money
 
 
 def run(capsys, *argv):
@@ -72,7 +75,8 @@ def test_tensor_and_pipeline(capsys):
         (["--gpus", "8", "--ep", "2"], "ep (2) needs a mixture of experts"),
         (["--gpus", "8", "--zero", "4"], "invalid choice"),
         (["--gpus", "0"], "must be a positive integer"),
-        (["--gpus", "8", "--gpu", "v100"], "invalid choice"),
+        (["--gpus", "8", "--gpu", "v100"], "--gpu: must be a GPU with a cluster"),
+        (["--gpus", "8", "--gpu", "h1000"], "(did you mean 'H100-SXM5-80GB'"),
     ],
 )
 def test_layouts_that_do_not_fit_together(capsys, argv, message):
@@ -93,3 +97,59 @@ def test_no_torch_on_the_cli_path():
         "assert 'torch' not in sys.modules and 'sympy' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+# --- issue 34, item 4: a step's cost with its precision, tokens as people write them
+
+
+@pytest.mark.parametrize(
+    "amount, shown",
+    [
+        (0.0027945, "0.00279"),
+        (0.5, "0.500"),
+        (0.001, "0.00100"),
+        (2.5, "2.50"),
+        (85.2666, "85.27"),
+        (1234.4, "1,234"),
+        (2_716_841.3, "2,716,841"),
+        (0, "0"),
+    ],
+)
+def test_money_keeps_its_precision(amount, shown):
+    assert money(amount) == shown
+
+
+@given(st.floats(1e-12, 1e12))
+def test_money_is_never_zero_and_within_half_a_percent(amount):
+    shown = float(money(amount).replace(",", ""))
+    assert shown > 0 and abs(shown - amount) <= 0.005 * amount
+
+
+def test_a_step_costs_cents_not_0_00(capsys):
+    argv = ["llama-3-8b", "--gpus", "8", "--price-per-gpu-hour", "2", "--tokens", "1e9"]
+    c = report(capsys, *argv)["cost"]
+    status, out, err = run(capsys, *argv)
+    assert status == 0 and c["step_cost"] < 0.01 and c["tokens"] == 10**9
+    assert f"cost {money(c['step_cost'])} at 2/GPU-h" in out
+    assert f"cost {money(c['run_cost'])}" in out and "cost 0.00 " not in out
+
+
+@pytest.mark.parametrize(
+    "typed, tokens",
+    [
+        ("1000000000", 10**9),
+        ("1e9", 10**9),
+        ("1E+9", 10**9),
+        ("1.5e12", 15 * 10**11),
+        ("15T", 15 * 10**12),
+        ("15t", 15 * 10**12),
+        ("2.5B", 25 * 10**8),
+        ("500M", 5 * 10**8),
+        ("300k", 3 * 10**5),
+        ("15000e-3", 15),
+        ("1e18", 10**18),
+    ],
+)
+def test_tokens_as_people_write_them(capsys, typed, tokens):
+    r = report(capsys, "llama-2-7b", "--gpus", "8", "--tokens", typed)
+    assert r["cost"]["tokens"] == tokens

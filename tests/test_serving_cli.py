@@ -107,7 +107,7 @@ def test_speculative(capsys):
         ),
         (["memory", "llama-3-8b", "--weights", "int3"], "--weights"),
         (["memory", "llama-3-8b", "--kv-dtype", "fp9"], "--kv-dtype"),
-        (["memory", "llama-3-8b", "--gpu", "B200"], "--gpu"),
+        (["memory", "llama-3-8b", "--gpu", "B300"], "--gpu"),
         (["memory", "llama-3-8b", "--group-size", "64"], "group_size"),
         (["memory", "llama-3-8b", "--batch", "0"], "--batch"),
         (["kv-cache", "llama-3-8b", "--seq-len", "9", "--block-size", "0"], "block"),

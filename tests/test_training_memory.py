@@ -271,7 +271,7 @@ def test_cli_train_memory_json_is_the_functions_answer():
             ["--adapter-dtype", "bf16"],
             "--lora-rank, --lora-targets and --adapter-dtype",
         ),
-        (["--gpu", "h100"], "invalid choice"),
+        (["--gpu", "h1000"], "--gpu: must be a GPU of the catalogue"),
         (["--loss", "fused"], "invalid choice"),
         (["--method", "lora", "--lora-targets", "q,q"], "each be given once"),
         (["--method", "qlora", "--lora-targets", ""], "a LoRA target must be one of"),

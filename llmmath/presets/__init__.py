@@ -19,6 +19,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from llmmath.config import ConfigError, ModelConfig, readable_signature
+from llmmath.errors import closest, did_you_mean
 
 
 @readable_signature
@@ -64,10 +65,7 @@ def get(name: str) -> Preset:
     """
     key = name.lower()
     if key not in names():
-        import difflib  # only for the hint of an unknown name
-
-        close = difflib.get_close_matches(key, names(), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(closest(key, names()))
         raise ConfigError(
             f"unknown preset {name!r}{hint}; presets: {', '.join(names())}"
         )
