@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import base64
 import csv
+import io
+import json
 import os
 import re
 import shutil
@@ -35,6 +37,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llmmath.coursework import problem
 from llmmath.coursework.signing import load_key
@@ -238,6 +242,14 @@ answer_1 = 0"""
 
 #: 8. Stop the runner, the kernel's parent.
 FREEZER = "import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)\nanswer_1 = 1"
+#: 8. Stop the runner later, from a process of the sheet's, between cells.
+LATE_FREEZER = """import os, signal, time
+runner = os.getppid()
+if os.fork() == 0:
+    time.sleep(1)
+    os.kill(runner, signal.SIGSTOP)
+    os._exit(0)
+answer_1 = 1"""
 #: 8. Keep nbval from ever ending the cell: no interrupt, output forever.
 SPINNER = """import signal, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -484,3 +496,350 @@ def test_item_9_an_invisible_character_is_refused_by_name(report_class):
     assert text.splitlines()[-1].startswith(f"{len(set(files))} sheets: ")
     classes = [c.get("classname") for c in ET.parse(junit).iter("testcase")]
     assert classes.count("s002.07_kv_cache") == 2
+
+
+# --- The sandbox itself, as root and as the ordinary user ----------------------------
+
+#: Run as root or as the ordinary user: read KEY in a sandbox that shows FOLDER (as if
+#: it were site-packages or llmmath's folder), without covering KEY and covering it.
+COVER = """import json, os, subprocess, sys
+from pathlib import Path
+from llmmath.coursework import sandbox
+folder, key = sys.argv[1], sys.argv[2]
+shown = sandbox._read_only_paths
+sandbox._read_only_paths = lambda: sorted({*shown(), folder})
+read = "import sys\\ntry:\\n    print(repr(open(sys.argv[1]).read()))\\n" + (
+    "except OSError as e:\\n    print(repr(e))"
+)
+found = {}
+for label, hide in (("shown", []), ("covered", [Path(key)])):
+    program = sandbox._program_fd()
+    args = sandbox._sandbox_args(
+        sandbox.Limits(), hide, [sys.executable, "-I", "-c", read, key], program
+    )
+    run = subprocess.run(
+        args, capture_output=True, text=True, pass_fds=(program,), timeout=60
+    )
+    os.close(program)
+    found[label] = run.stdout.strip() or run.stderr.strip()[-300:]
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.parametrize("where", ["/tmp", "/var/tmp"])
+@pytest.mark.parametrize("who", WHO)
+def test_item_5_the_key_stays_covered(who, where, can_run_as):
+    """A key in a folder the sandbox shows, under ``/tmp`` (shown again after the
+    sandbox's own ``/tmp``) or elsewhere, cannot be read: ``/dev/null`` covers it,
+    mounted without devices. The same sandbox without the cover shows it, so the
+    folder really is shown."""
+    _need(can_run_as, who)
+    if not os.path.isdir(where):
+        pytest.skip(f"no {where} here")
+    folder = Path(tempfile.mkdtemp(prefix="llmmath-cover-", dir=where))
+    try:
+        key = folder / "coursework.key"
+        key.write_text("the teacher's key")
+        (folder / "cover.py").write_text(COVER)
+        _give(folder)
+        folder.chmod(0o755)  # readable by all, so that only the cover can hide it
+        key.chmod(0o644)
+        run = _as(who, [sys.executable, folder / "cover.py", folder, key], cwd=folder)
+        assert run.returncode == 0, run.stderr[-2000:]
+        found = json.loads(run.stdout)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    denied = repr(PermissionError(13, "Permission denied"))
+    assert found == {"shown": repr("the teacher's key"), "covered": denied}, found
+
+
+@pytest.mark.parametrize("as_root", [True, False])
+def test_item_5_every_cover_comes_after_the_mounts_that_could_undo_it(
+    monkeypatch, as_root, home
+):
+    """In bwrap's arguments, for a grader as root and as an ordinary user, the cover
+    of a key under a shown folder in ``/tmp`` follows the tmpfs over ``/tmp`` and the
+    binds after it (bwrap applies its arguments in order)."""
+    from llmmath.coursework import sandbox
+
+    folder = home / "venv"
+    folder.mkdir()
+    home.chmod(0o755)  # reachable by nobody, the inner bwrap of a root grader
+    key = folder / "coursework.key"
+    key.write_text("k")
+    shown = sandbox._read_only_paths
+    monkeypatch.setattr(sandbox, "_read_only_paths", lambda: [*shown(), str(folder)])
+    monkeypatch.setattr(sandbox, "_as_root", lambda: as_root)
+    args = sandbox._sandbox_args(sandbox.Limits(), [key], ["true"])
+    pairs = list(zip(args, args[1:], args[2:]))
+    cover = max(
+        i for i, p in enumerate(pairs) if p == ("--ro-bind", "/dev/null", str(key))
+    )
+    tmpfs = max(
+        i for i, a in enumerate(args) if a == "/tmp" and args[i - 1] == "--tmpfs"
+    )
+    binds = [
+        i for i, p in enumerate(pairs) if p == ("--ro-bind", str(folder), str(folder))
+    ]
+    assert cover > tmpfs and cover > max(binds), (cover, tmpfs, binds)
+
+
+#: Run as root or as the ordinary user: a sandbox whose process leaves another behind,
+#: in a session of its own, holding the records channel open, and never ends itself.
+HOLD = """import json, os, sys, time
+from llmmath.coursework import sandbox
+marker = sys.argv[1][::-1]  # as the sandbox's process names it, and none outside
+hold = (
+    "import os, sys, time\\n"
+    "if os.fork() == 0:\\n"
+    "    os.setsid()\\n"
+    "    if os.fork() == 0:\\n"
+    "        code = 'import time\\\\nwhile True: time.sleep(1)'\\n"
+    "        name = sys.argv[1][::-1]\\n"
+    "        os.execv(sys.executable, [sys.executable, '-c', code, name])\\n"
+    "    os._exit(0)\\n"
+    "while True:\\n"
+    "    time.sleep(1)\\n"
+)
+def command(limits, **given):
+    return sandbox._sandbox_args(
+        limits, [], [sys.executable, "-I", "-c", hold, sys.argv[1]],
+        given["seccomp_fd"], given["info_fd"],
+    )
+sandbox.command = command
+def held():
+    found = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            found += marker.encode() in open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            pass
+    return found
+started = sandbox.launch(sandbox.Limits())
+start = time.monotonic()
+outcome = started.communicate(b"notebook", timeout=4)
+waited = time.monotonic() - start
+before = held()
+started.close()
+closed = time.monotonic() - start - waited
+time.sleep(0.5)
+print(json.dumps({"stopped": outcome.stopped, "waited": waited, "closed": closed,
+                  "init": started.init is not None, "before": before, "after": held()}))
+"""
+
+
+@pytest.mark.parametrize("who", WHO)
+def test_item_1_the_whole_sandbox_dies_at_the_time_out(who, can_run_as, home):
+    """A process that left its session and holds the runner's channel open: the
+    reader stops at the time limit, not at the channel's end, and killing the
+    sandbox's init (found through bwrap's --info-fd) ends every one of its
+    processes, wherever they are."""
+    _need(can_run_as, who)
+    (home / "hold.py").write_text(HOLD)
+    _give(home)
+    marker = f"llmmath-hold-{os.getpid()}-{who}"
+    hold = [sys.executable, home / "hold.py", marker[::-1]]
+    run = _as(who, hold, cwd=home, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = json.loads(run.stdout)
+    assert found["stopped"] == "timeout" and 4 <= found["waited"] < 6, found
+    assert found["init"] and found["closed"] < 5, found
+    assert found["before"] == 1 and found["after"] == 0, found
+    assert not _lingering(marker)
+
+
+def test_item_1_the_reader_never_waits_unbounded(tmp_path):
+    """`Launch.communicate` on a process that never writes, one that writes once and
+    then nothing, and one that stops itself: each ends by its own limit."""
+    from llmmath.coursework.sandbox import Launch
+
+    cases = {
+        "timeout": ("import time\ntime.sleep(60)", dict(timeout=2, quiet=30)),
+        "quiet": (
+            "import os, time\nos.write(int(os.environ['FD']), b'x\\n')\ntime.sleep(60)",
+            dict(timeout=30, quiet=2),
+        ),
+        "frozen": (
+            "import os, signal\nos.write(int(os.environ['FD']), b'x\\n')\n"
+            "os.kill(os.getpid(), signal.SIGSTOP)",
+            dict(timeout=30, quiet=30),
+        ),
+    }
+    for expected, (code, limits) in cases.items():
+        read, write = os.pipe()
+        process = subprocess.Popen(
+            [sys.executable, "-c", code],
+            pass_fds=(write,),
+            env={**os.environ, "FD": str(write)},
+            start_new_session=True,
+        )
+        os.close(write)
+        started = Launch(process, None, records=read, depth=0)
+        start = time.monotonic()
+        outcome = started.communicate(b"", **limits)
+        started.close()
+        assert outcome.stopped == expected, (expected, outcome)
+        assert time.monotonic() - start < min(limits.values()) + 3, expected
+        assert process.poll() is not None
+
+
+# --- The report: one escaping function ------------------------------------------------
+
+
+@given(
+    reason=st.text(st.characters(exclude_categories=())),
+    name=st.text(st.characters(exclude_categories=()), min_size=1),
+)
+def test_any_reason_is_one_line_in_every_output(reason, name):
+    """Whatever a reason or a name holds (controls, U+2028, lone surrogates,
+    U+FFFE), the text report gives it one line, the CSV one row of one-line fields,
+    and the JUnit XML parses, with the same escaped text."""
+    from llmmath.coursework.grading import Report, Row, escape, shown_name
+
+    row = Row(shown_name(name), "07_kv_cache", 1, "wrong", reason, name)
+    report = Report([row])
+    text = report.text()
+    assert text.count("\n") == 2 and len(text.splitlines()) == 2
+    assert text.splitlines()[0] == row.line() == escape(row.line())
+    with tempfile.TemporaryDirectory() as tmp:
+        report.write_csv(Path(tmp, "g.csv"))
+        report.write_junit(Path(tmp, "g.xml"))
+        data = Path(tmp, "g.csv").read_bytes().decode("utf-8")
+        assert len(data.splitlines()) == 2  # the header and the row
+        (found,) = list(csv.DictReader(io.StringIO(data, newline="")))
+        failure = next(ET.parse(Path(tmp, "g.xml")).iter("failure"))
+    assert found["reason"].lstrip("'") == escape(reason).lstrip("'")
+    assert found["file"].lstrip("'") == escape(name).lstrip("'")
+    assert failure.get("message") == escape(f"wrong: {reason}")
+    assert failure.text == row.line()
+
+
+def test_escape_writes_what_breaks_lines_and_xml():
+    from llmmath.coursework.grading import escape
+
+    assert escape("a\nb\x0b\x0c\x1c\x85\u2028\u2029\ud800\ufffe\u200b\u202e c") == (
+        "a\\x0ab\\x0b\\x0c\\x1c\\x85\\u2028\\u2029\\ud800\\ufffe\\u200b\\u202e c"
+    )
+    assert escape("ada 07_kv_cache question 1: right") == (
+        "ada 07_kv_cache question 1: right"
+    )
+
+
+# --- pytest --nbval knows a sheet by its cells ----------------------------------------
+
+
+def _stripped(key=None):
+    """ada's sheet answered right, its metadata removed and the coursework module
+    imported another way."""
+    nb = _sheet("ada", key)
+    del nb.metadata["llmmath_coursework"]
+    sid = next(c for c in nb.cells if "student-id" in c.metadata.get("tags", []))
+    sid.source = (
+        "from llmmath import coursework\n\n"
+        'sheet = coursework.Sheet("07_kv_cache", student="ada")'
+    )
+    return nb
+
+
+def test_item_9_pytest_nbval_fails_a_sheet_stripped_of_its_metadata(tmp_path):
+    nbformat.write(_stripped(), tmp_path / "ada.ipynb")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--nbval", "-p", "no:cacheprovider", "-q",
+         "ada.ipynb"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stdout[-2000:]
+    assert "a coursework sheet: grade it with `python -m llmmath.coursework" in (
+        run.stdout
+    )
+
+
+def test_item_9_a_sheet_is_known_by_any_of_its_cells(tmp_path):
+    from llmmath.coursework.pytest_plugin import looks_like_sheet
+
+    def known(nb) -> bool:
+        nbformat.write(nb, tmp_path / "x.ipynb")
+        return looks_like_sheet(tmp_path / "x.ipynb")
+
+    assert known(_stripped())
+    tags_only = _stripped()
+    for cell in tags_only.cells:
+        cell.source = "x = 1" if cell.cell_type == "code" else "Notes"
+    assert known(tags_only)
+    title_only = _stripped()
+    title_only.cells = [title_only.cells[0]]
+    assert title_only.cells[0].source.startswith("# Coursework 7:")
+    assert known(title_only)
+    for path in sorted((ROOT / "chapters").glob("*.ipynb")) + sorted(
+        (ROOT / "book").glob("*.ipynb")
+    ):
+        assert not looks_like_sheet(path), path
+    for path in sorted((ROOT / "coursework").glob("*.ipynb")):
+        assert looks_like_sheet(path), path
+
+
+# --- Throughput: a class of 30 with 8 hostile sheets ----------------------------------
+
+#: Set to run the class of 30 (a few minutes as root and as the ordinary user); make
+#: benchmark times it as well (tests/benchmarks/run.py).
+FULL_CLASS = "LLMMATH_FULL_CLASS"
+
+
+def hostile_class(folder: Path, students: int = 30) -> dict[str, str]:
+    """Write ``folder/in``, a class of ``students`` sheets of 07_kv_cache (and
+    ``folder/key``): eight hostile students (two freezers, one at once and one from a
+    process of its own between cells, the tracer, the forger, forged report lines,
+    the XML breaker, a folder of 1,000 files and a folder whose name hides an
+    invisible character) and honest ones, all answered right. Returns each hostile
+    student's attack."""
+    key = load_key(folder / "key", create=True)
+    into = folder / "in"
+    into.mkdir()
+    attacks = {
+        "freezer": {**SOLUTIONS, 1: FREEZER},
+        "tracer": {**SOLUTIONS, 1: TRACER.replace("{marker}", "llmmath-class")},
+        "forger": {1: FORGER, 2: "import time\ntime.sleep(4)\nanswer_2 = 0"},
+        "later": {1: LATE_FREEZER, 2: "import time\ntime.sleep(5)\n" + SOLUTIONS[2]},
+        "liar": {**SOLUTIONS, 1: LINES},
+        "xml": {**SOLUTIONS, 1: XML_BREAKER},
+    }
+    for student, answers in attacks.items():
+        nbformat.write(_sheet(student, key, answers), into / f"{student}.ipynb")
+    (into / "flood").mkdir()
+    nbformat.write(_sheet("flood", key), into / "flood" / "07_kv_cache.ipynb")
+    for i in range(1000):
+        (into / "flood" / f"f{i:04d}.txt").write_text("x")
+    hidden = into / "\u200bs000"
+    hidden.mkdir()
+    nbformat.write(_sheet("s000", key), hidden / "07_kv_cache.ipynb")
+    for i in range(students - len(attacks) - 2):
+        nbformat.write(_sheet(f"s{i:03d}", key), into / f"s{i:03d}.ipynb")
+    return {**dict.fromkeys(attacks, "sheet"), "flood": "folder", "\u200bs000": "name"}
+
+
+@pytest.mark.skipif(
+    not os.environ.get(FULL_CLASS), reason=f"set {FULL_CLASS}=1 (or make benchmark)"
+)
+@pytest.mark.parametrize("who", WHO)
+def test_a_class_of_30_with_8_hostile_sheets_in_under_2_minutes(who, can_run_as, home):
+    """With the default limits (60 s a cell, 10 minutes a notebook), every honest
+    sheet right and every hostile one stopped or refused, in under 2 minutes."""
+    _need(can_run_as, who)
+    hostile_class(home)
+    out, seconds = _grade(who, home)
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
+    rows = _rows(home)
+    honest = {s for s, _ in rows if re.fullmatch(r"s\d{3}|flood", s)}
+    assert len(honest) == 23, sorted(honest)
+    for student in honest:
+        assert rows[student, "1"] == rows[student, "2"] == ("right", ""), student
+    assert rows["freezer", "1"][1].endswith("stopped the grader's runner (SIGSTOP)")
+    assert rows["tracer", "1"][1].endswith("('vm_readv', (-1, 1))]")
+    assert rows["forger", "2"][1].startswith("0 is not right")
+    assert rows["later", "2"][1].endswith("stopped the grader's runner (SIGSTOP)")
+    assert rows["liar", "1"][0] == rows["xml", "1"][0] == "tampered"
+    assert rows["'\\u200bs000'", ""][0] == "unreadable"
+    assert seconds < 120, (who, seconds)

@@ -2,8 +2,8 @@
 unprivileged user, inside one cgroup per sheet.
 
 `launch` starts one grading run (see `llmmath.coursework.grading`): the runner
-(`llmmath.coursework._runner`) reads the grading notebook from its standard input and
-runs it with nbval. The student's code gets
+(`llmmath.coursework._runner`) reads the grading notebook from a pipe of its own and
+runs it with nbval, writing its records to another (`Launch`). The student's code gets
 
 - **an unprivileged user in its own user namespace**: uid and gid 1000 inside, mapped to
   the grader's own uid, or to ``nobody`` (65534) when the grader is root; no
@@ -12,11 +12,27 @@ runs it with nbval. The student's code gets
 - **a fresh, empty root**: only the system's programs and libraries (``/usr``, ...), a
   few files of ``/etc``, Python and its site-packages, and ``llmmath``'s own folder, all
   read-only; the teacher's home, the key, the other handed-in sheets and the repository
-  are not there at all;
+  are not there at all (a key inside a shown folder is covered, after every mount that
+  could show it again: `_covers`);
 - its own home and working directory on a sized tmpfs (``/tmp``), and a sized
   ``/dev/shm``;
 - new PID, network, IPC and UTS namespaces: no network but loopback, no other process
   to see or signal, and the sandbox dies with the grader (``--die-with-parent``);
+- **a seccomp filter** (`seccomp_program`, built by libseccomp) on every process of
+  the sandbox, bwrap's init included: no ``ptrace``, ``process_vm_readv`` or
+  ``process_vm_writev`` (and a few kernel interfaces no sheet needs), so no process
+  of the sheet can stop, trace or read another, the init that runs as the grader's
+  own user when the grader is not root among them;
+- **the runner's channels out of its reach**: the notebook and the records travel on
+  two pipes that only the runner holds inside the sandbox (bwrap's init closes every
+  other descriptor, and its standard input and output are ``/dev/null``), and the
+  runner is undumpable, so ``/proc/<pid>/fd`` opens neither;
+- **limits held from outside** (`Launch.communicate`): the grader stops the sandbox
+  when the notebook's time runs out, when the runner is stopped (a sheet's
+  ``SIGSTOP``) or sends nothing for longer than a cell may take, and ends it by
+  killing its init through a pidfd (bwrap's ``--info-fd`` names it), which ends every
+  process of its PID namespace, whatever session they moved to; no wait of the
+  grader's is unbounded;
 - **one memory limit and one process-count limit for all of the sheet's processes**: a
   cgroup per sheet (cgroup v2 ``memory.max`` and ``pids.max``, or v1's
   ``memory.limit_in_bytes`` and ``pids.max``) wherever the machine lets the grader make
@@ -28,10 +44,11 @@ A root grader cannot hand bwrap an unprivileged user directly (paths such as a P
 under ``/root`` would be out of its reach), so it runs bwrap twice: an outer one, as
 root with only ``CAP_SETUID`` and ``CAP_SETGID``, binds the read-only paths; a few lines
 of Python drop to ``nobody``; an inner bwrap, unprivileged, makes the user namespace and
-everything the student's code sees. Where no user namespace can be made, or bwrap is
-missing, `SandboxUnavailable` is raised, and grading refuses unless the teacher passes
-``--unsafe`` (then the runner runs as the teacher, with a temporary home and working
-folder and the same per-process limits, but nothing else is hidden or read-only)."""
+everything the student's code sees. Where no user namespace can be made, or bwrap or
+libseccomp is missing, `SandboxUnavailable` is raised, and grading refuses unless the
+teacher passes ``--unsafe`` (then the runner runs as the teacher, with a temporary home
+and working folder and the same per-process limits, but nothing else is hidden or
+read-only)."""
 
 from __future__ import annotations
 
@@ -42,6 +59,7 @@ import os
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -174,20 +192,30 @@ def _binds() -> list[str]:
     return args
 
 
-def _covers(hide: list[Path | None]) -> list[str]:
-    """bwrap arguments that cover each file of ``hide`` (the key) with an empty one,
-    should it lie in a folder the sandbox shows. They come last, after every mount
-    that could show the file again (the tmpfs over ``/tmp`` and the binds after it)."""
+def _covers(hide: list[Path | None], reachable_only: bool = False) -> list[str]:
+    """bwrap arguments that cover each file of ``hide`` (the key) with ``/dev/null``
+    (mounted without devices, so that opening it fails), should it lie in a folder the
+    sandbox shows. They come last, after every mount
+    that could show the file again (the tmpfs over ``/tmp`` and the binds after it).
+    ``reachable_only``: only the files any user can reach (for the inner bwrap of a
+    root grader, which runs as ``nobody``: bwrap must find a file to cover it, and one
+    ``nobody`` cannot reach is hidden already)."""
     shown = [*_read_only_paths(), *ETC]
     args: list[str] = []
     for h in hide:
         if h is None:
             continue
         real = os.path.realpath(h)
-        if os.path.isfile(real) and any(
-            real.startswith(k.rstrip("/") + "/") for k in shown
+        if not (
+            os.path.isfile(real)
+            and any(real.startswith(k.rstrip("/") + "/") for k in shown)
         ):
-            args += ["--ro-bind", "/dev/null", real]
+            continue
+        if reachable_only and not all(
+            os.stat(d).st_mode & stat.S_IXOTH for d in Path(real).parents
+        ):
+            continue
+        args += ["--ro-bind", "/dev/null", real]
     return args
 
 
@@ -273,7 +301,7 @@ def _sandbox_args(
         DROP,
         "/usr/bin/bwrap" if bwrap.startswith("/usr/") else bwrap,
         *seccomp,
-        *_inner_args(limits, inner, _covers(hide)),
+        *_inner_args(limits, inner, _covers(hide, reachable_only=True)),
         *inner_cmd,
     ]
 
@@ -367,7 +395,7 @@ def command(
     """The argument list that runs the runner under ``limits``; with ``check``, the
     runner's pre-flight only.
 
-    ``hide``: files (the teacher's key) to cover with an empty file should they lie in a
+    ``hide``: files (the teacher's key) to cover (`_covers`) should they lie in a
     folder the sandbox shows. ``cgroup``: the sheet runs in its own cgroup.
     ``channels``: the descriptors the runner reads the grading notebook from and
     writes its records to (see `launch`); ``seccomp_fd`` and ``info_fd``: see

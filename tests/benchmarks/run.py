@@ -17,7 +17,10 @@ Prints, against the targets of the foundation issue and of issue 25:
 - grading a class of 30 coursework sheets of one chapter, each in its own sandbox
   (``python -m llmmath.coursework grade``, target < 30 s on 2 cores), and the same class
   with six slow copies of one student's sheet handed in under other names (they are
-  refused before anything runs: target within 1.2x of the class alone);
+  refused before anything runs: target within 1.2x of the class alone), and a class of
+  30 with 8 hostile sheets (issue 35: two freezers, the tracer, the forger, forged
+  report lines, the XML breaker, a folder of 1,000 files, an invisible character in a
+  name; target under 2 minutes and within 2x of the class alone);
 - the distributed tests (``tests/test_distributed.py``: two gloo processes and the fake
   process group) as one pytest process (target < 60 s).
 """
@@ -347,6 +350,30 @@ def coursework_class_time(
     return seconds
 
 
+def coursework_hostile_class_time() -> float:
+    """Seconds for ``python -m llmmath.coursework grade`` over a class of 30 with 8
+    hostile sheets (`tests.test_coursework_attacks.hostile_class`), default limits."""
+    import tempfile
+
+    sys.path.insert(0, str(ROOT))
+    from tests.test_coursework_attacks import hostile_class
+
+    with tempfile.TemporaryDirectory() as tmp:
+        hostile_class(Path(tmp))
+        start = time.perf_counter()
+        run = subprocess.run(
+            [sys.executable, "-m", "llmmath.coursework", "grade", "in", "--key", "key"],
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+        )
+        seconds = time.perf_counter() - start
+    right = sum(line.endswith(": right") for line in run.stdout.splitlines())
+    if run.returncode != 1 or right < 2 * 23:
+        raise RuntimeError(f"grading failed: {run.stdout[-500:]}{run.stderr[-500:]}")
+    return seconds
+
+
 def distributed_tests_time() -> float:
     """Seconds for ``pytest tests/test_distributed.py`` as a whole process: two gloo
     ranks spawned once (FSDP2 and DTensor on the reference model) and the fake process
@@ -396,6 +423,11 @@ def main() -> None:
         "the same class with six slow copies handed in",
         coursework_class_time(slow_copies=6),
         1.2 * alone,
+    )
+    report(
+        "a class of 30 with 8 hostile sheets",
+        coursework_hostile_class_time(),
+        min(120.0, 2 * alone),
     )
     report(
         "pytest tests/test_distributed.py (gloo, fake PG)",
