@@ -133,7 +133,8 @@ def mla_decode_flops(cfg: ModelConfig, context: int, form: str = "absorbed") -> 
     - ``"expanded"``: per-head keys and values cached; the naive projections
       (`_projection_weights`) plus scores 2·n_h·(d_n + d_r)·t and AV 2·n_h·d_v·t.
     - ``"recompute"``: the latent cached and up-projected again for all t cached
-      tokens each step (transformers 5's ``DeepseekV3Attention``): the expanded form
+      tokens each step (``DeepseekV3Attention`` since transformers 5.15.0,
+      `llmmath.kvcache.LATENT_CACHE_SINCE`): the expanded form
       plus 2·d_c·n_h·(d_n + d_v)·(t − 1) for ``kv_b_proj`` over the cache.
     - ``"absorbed"``: W_UK folded into the query and W_UV into the output; attention
       runs over the latent itself, n_h heads of width d_c + d_r for scores and d_c

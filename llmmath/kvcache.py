@@ -23,7 +23,8 @@ layer. Checked against transformers in ``tests/test_sliding_window_convention.py
 Multi-head latent attention (DeepSeek-V2 report, Sec. 2.1.4, Table 1) caches, per layer
 and token, the compressed latent c_KV (d_c = ``kv_lora_rank`` values) and the one
 decoupled RoPE key shared by all heads (d_r = ``qk_rope_head_dim``): (d_c + d_r) values,
-the ``"latent"`` layout, which serving engines store and transformers 5 caches. The
+the ``"latent"`` layout, which serving engines store and transformers caches since
+release 5.15.0 (`LATENT_CACHE_SINCE`; 5.14 and earlier cache the expanded one). The
 ``"expanded"`` layout is what a naive implementation keeps after up-projecting: per head
 a key of d_n + d_r and a value of d_v values, n_h·(d_n + d_r + d_v) per layer and token.
 For every other model the two layouts are the same.
@@ -38,6 +39,14 @@ from llmmath.config import ConfigError, ModelConfig, check_positive_int
 from llmmath.units import bytes_of
 
 LAYOUTS = ("latent", "expanded")
+
+#: The first transformers release whose ``DeepseekV3Attention`` (and DeepSeek-V2's)
+#: caches the latent: ``past_key_values.update`` on the compressed ``kv_nope`` and
+#: ``k_rot``, re-expanded by ``expand_kv`` at every step. Merged in pull request
+#: huggingface/transformers#47761 ("Fix multi-head latent attention (MLA)", August
+#: 2026); in the published wheels 5.14.1 still updates the cache with the expanded keys
+#: and values, 5.15.0 with the latent. Chapter 7b names it.
+LATENT_CACHE_SINCE = "5.15.0"
 
 
 def _check_layout(layout: str) -> None:

@@ -131,6 +131,31 @@ def prefill_step(
     return Step(flops, read, gpu, batch * tokens)
 
 
+def request_seconds(
+    cfg: ModelConfig,
+    gpu: GPU | str,
+    prompt: int,
+    new_tokens: int,
+    weight_dtype: str = "bf16",
+    cache_dtype: str = "bf16",
+) -> float:
+    """The roofline's time for one request at batch 1: the prefill of ``prompt`` tokens,
+    which yields the first new token, then ``new_tokens`` − 1 decode steps, the k-th
+    over a cache of ``prompt`` + k tokens (`prefill_step`, `decode_step`). This is what
+    a latency benchmark times for one request, e.g. vLLM's ``benchmark_latency.py``
+    (chapter 9b, *What serving engines reach*).
+
+    Raises:
+        ConfigError: ``prompt`` or ``new_tokens`` not a positive integer."""
+    check_positive_int("prompt", prompt)
+    check_positive_int("new_tokens", new_tokens)
+    first = prefill_step(cfg, gpu, prompt, 1, weight_dtype, cache_dtype).seconds
+    return first + sum(
+        decode_step(cfg, gpu, 1, prompt + k, weight_dtype, cache_dtype).seconds
+        for k in range(1, new_tokens)
+    )
+
+
 def compute_bound_batch(
     cfg: ModelConfig,
     gpu: GPU | str,

@@ -22,7 +22,9 @@ from llmmath.flops import decode_attention_flops, ffn_flops, forward_flops_per_t
 from llmmath.kvcache import kv_cache_bytes, kv_cache_bytes_per_token
 from llmmath.memory import serving_fit
 from llmmath.modules import KVCache, LayerNorm, RMSNorm, numel
+from tests.notebook_outputs import glued
 
+ROOT = Path(__file__).resolve().parents[1]
 MI, GI = 2**20, 2**30  # the binary units the notes slip into
 GB = 10**9
 
@@ -630,15 +632,45 @@ def test_note001_q2_rope_scores_depend_on_distance_only():
 
 
 def test_note001_q3_cache_against_weights_llama2_7b():
-    """2N / m_KV for Llama-2-7B: cached tokens whose bytes equal the bf16 weights."""
+    """Cached tokens of Llama-2-7B whose bf16 bytes equal the weights a decode step of
+    one sequence reads, by chapter 9's rule (``decode_step``, issue 32): every weight
+    but the 31,999 embedding rows its one token does not use (the LM head, untied, is
+    read whole). With the whole table counted it would be 25,706 (errata book-4)."""
     n = 6_738_415_616  # published
+    V, H = 32000, 4096
     m_kv = 2 * 32 * 32 * 128 * 2  # K and V, 32 layers, 32 heads of 128, bf16
-    even = -(-2 * n // m_kv)
-    assert even == 25_706 and (even - 1) * m_kv < 2 * n <= even * m_kv
+    read = 2 * (n - (V - 1) * H)  # one embedding row of V
+    even = -(-read // m_kv)
+    assert even == 25_206 and (even - 1) * m_kv < read <= even * m_kv
+    assert -(-2 * n // m_kv) == 25_706  # the whole table: the old figure
     cache = 32 * 8192 * m_kv
-    assert cache / (2 * n + cache) > 0.9  # 32 sequences of 8192 tokens
+    assert cache / (2 * (n - (V - 32) * H) + cache) > 0.9  # 32 sequences of 8192
     ffn = 32 * 3 * 4096 * 11008
     assert round(ffn / n, 2) == 0.64
+    g = glued(ROOT / "book" / "errata.ipynb")
+    assert g["e_even_tokens"] == g["b_even_rows"] == f"{even:,}"
+    assert g["b_even_whole"] == "25,706" and g["e_q3_share_l2"] == "91%"
+    assert g["b_emb_unread_GB"] == f"{2 * (V - 1) * H / GB:.2f} GB" == "0.26 GB"
+    # the rule is chapter 9's: decode_step reads weights_read plus the cache
+    from llmmath.roofline import decode_step, weights_read
+
+    llama2 = presets.load("llama-2-7b")
+    assert weights_read(llama2, 1) == read
+    assert decode_step(llama2, "H100-SXM5-80GB", 1, even).bytes == read + even * m_kv
+
+
+def test_errata_book4_follows_the_book_slips():
+    """book-4 sits after book-3, before the declared approximations, and its row in
+    the book's table names 001-6."""
+    import json
+
+    path = ROOT / "book" / "errata.ipynb"
+    text = "".join(
+        "".join(c["source"]) for c in json.loads(path.read_text("utf-8"))["cells"]
+    )
+    assert text.index("(errata-book-3)=") < text.index("(errata-book-4)=")
+    assert text.index("(errata-book-4)=") < text.index("(errata-approximations)=")
+    assert "{ref}`book-4 <errata-book-4>` | 001-6 above" in text
 
 
 def test_declared_approximations_section():

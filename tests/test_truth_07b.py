@@ -13,6 +13,7 @@ figures from outside the code under test.
 - Qwen3-30B-A3B's ``config.json``: 48 layers, 4 key/value heads of 128.
 """
 
+import inspect
 import json
 from fractions import Fraction
 from itertools import combinations
@@ -199,3 +200,26 @@ def test_errata_entries_for_items_1_and_2():
     assert (g["b_v3_cache"], g["b_q3_cache"]) == ("70,272", "98,304")
     cell = "{glue:text}`b_v3_cache` B against {glue:text}`b_q3_cache` B per token"
     assert cell in text
+
+
+def test_issue32_the_latent_cache_release_is_named():
+    """Issue 32: chapter 7b says transformers' ``DeepseekV3Attention`` caches the
+    latent "since release 5.15.0" (pull request #47761; the published 5.14.1 still
+    updates the cache with expanded keys and values). The release pinned for the
+    oracle tests is later, and its attention updates the cache with the latent."""
+    from llmmath.kvcache import LATENT_CACHE_SINCE
+
+    g = glued(CHAPTER)
+    assert g["hf_latent_release"] == LATENT_CACHE_SINCE == "5.15.0"
+    text = "".join(
+        "".join(c["source"]) for c in json.loads(CHAPTER.read_text("utf-8"))["cells"]
+    )
+    assert "does since release {glue:text}`hf_latent_release`" in text
+    assert "transformers 5's" not in text
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3
+
+    version = tuple(int(x) for x in transformers.__version__.split(".")[:3])
+    assert version >= (5, 15, 0)
+    source = inspect.getsource(modeling_deepseek_v3.DeepseekV3Attention.forward)
+    assert "past_key_values.update(kv_nope, k_rot" in source

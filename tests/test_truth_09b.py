@@ -15,7 +15,10 @@ from the configs and checked against figures from outside the code under test.
 import json
 from pathlib import Path
 
+import pytest
+
 from llmmath import count_params, presets
+from llmmath.config import ConfigError
 from llmmath.kvcache import kv_cache_bytes
 from llmmath.paged_cache import blocks_per_gpu, sequences_that_fit
 from llmmath.quantization import (
@@ -193,3 +196,82 @@ def test_issue32_measure_on_cuda_as_the_chapter_describes_it():
     assert g["measure_ctx"] == f"{CUDA_CONTEXT:,}" == "4,096"
     assert (g["measure_launch"], g["measure_kernel"]) == ("2", "1.5")
     assert (LAUNCH_RATIO, KERNEL_RATIO, CUDA_MODEL) == (2.0, 1.5, "llama-3.2-1b")
+
+
+def test_issue32_serving_engine_beside_the_roofline():
+    """Issue 32: what a serving engine reaches, from `llmmath.measured` (the published
+    figure with its source and setup) and the roofline by hand. vLLM's maintainer timed
+    one request of Meta-Llama-3-8B on an H100 at batch 1 (benchmark_latency.py's
+    defaults: 32 prompt tokens, 128 generated, bf16 by dtype "auto"): 0.9704 s, and
+    0.8950 s compiled for batch 1. The roofline of that request on the SXM's 3.35 TB/s:
+    a prefill of 32 tokens and 127 decode steps over 33..159 cached tokens, each
+    reading every weight but the unused embedding rows, memory-bound throughout."""
+    from llmmath import measured
+    from llmmath.roofline import request_seconds
+
+    data = measured.serving_engines()
+    (vllm,) = data["figures"]
+    assert vllm["engine"] == "vLLM" and vllm["model"] == "llama-3-8b"
+    assert (vllm["gpu_stated"], vllm["precision"], vllm["batch"]) == ("H100", "bf16", 1)
+    assert (vllm["prompt_tokens"], vllm["new_tokens"]) == (32, 128)
+    assert vllm["source"]["url"] == "https://github.com/vllm-project/vllm/pull/11078"
+    assert "H100 with batch size 1" in vllm["source"]["title"]
+    took = {r["setting"]: r["request_seconds"] for r in vllm["runs"]}
+    assert took == {
+        "default": 0.9704469823899369,
+        "torch.compile for batch 1": 0.8950413154981409,
+    }
+    assert {e["engine"] for e in data["not_used"]} == {"SGLang", "TensorRT-LLM"}
+    assert all(e["why"] and e["sources"] for e in data["not_used"])
+    # the roofline by hand
+    n = count_params(presets.load("llama-3-8b"))
+    m_kv = 2 * L * KV * 2  # bytes per cached token
+
+    def by_hand(bandwidth: float) -> float:
+        prefill = 2 * (n.non_embedding + V * H + 32 * H) + 32 * m_kv
+        steps = sum(
+            2 * (n.non_embedding + V * H + H) + (32 + k) * m_kv for k in range(1, 128)
+        )
+        return (prefill + steps) / bandwidth
+
+    sxm, pcie = by_hand(3.35e12), by_hand(2.0e12)
+    cfg = presets.load("llama-3-8b")
+    assert abs(request_seconds(cfg, "H100-SXM5-80GB", 32, 128) - sxm) < 1e-12
+    assert abs(request_seconds(cfg, "H100-PCIE-80GB", 32, 128) - pcie) < 1e-12
+    # the compiled run beats an H100 PCIe's roofline: the card was an SXM or NVL H100
+    assert took["torch.compile for batch 1"] < pcie < took["default"]
+    g = glued(CHAPTER)
+    assert (g["eng_batch"], g["eng_prompt"], g["eng_new"]) == ("1", "32", "128")
+    assert g["eng_date"] == "December 2024"
+    assert g["eng_pcie_roof"] == f"{pcie:.2f} s" == "0.96 s"
+    assert (g["eng_pcie_bw"], g["eng_sxm_bw"], g["eng_nvl_bw"]) == (
+        "2.00 TB/s",
+        "3.35 TB/s",
+        "3.90 TB/s",
+    )
+    default, compiled = sxm / took["default"], sxm / took["torch.compile for batch 1"]
+    assert g["eng_share_default"] == f"{default:.0%}" == "59%"
+    assert g["eng_share_compiled"] == f"{compiled:.0%}" == "64%"
+    assert g["eng_ms_compiled"] == f"{1e3 * 0.8950413154981409 / 128:.2f} ms"
+    assert g["eng_ms_roof"] == f"{1e3 * sxm / 128:.2f} ms" == "4.48 ms"
+    assert g["eng_compile_gain"] == f"{1 - 0.8950413154981409 / 0.9704469823899369:.0%}"
+    # closer to the roofline than the plain CUDA graph on the H200 (32 %)
+    assert int(g["h200_attained_share"].rstrip("%")) < 59
+
+
+def test_issue32_request_seconds_counts_a_prefill_and_the_other_tokens():
+    """`request_seconds` of one new token is the prefill alone; each further token adds
+    one decode step over a cache one token longer."""
+    from llmmath.roofline import decode_step, prefill_step, request_seconds
+
+    cfg = presets.load("llama-3-8b")
+    h100 = GPUS["H100-SXM5-80GB"]
+    first = prefill_step(cfg, h100, 100).seconds
+    assert request_seconds(cfg, h100, 100, 1) == first
+    steps = [decode_step(cfg, h100, 1, t).seconds for t in (101, 102)]
+    assert request_seconds(cfg, h100, 100, 3) == pytest.approx(first + sum(steps))
+    for bad in (0, -1):
+        with pytest.raises(ConfigError):
+            request_seconds(cfg, h100, bad, 4)
+        with pytest.raises(ConfigError):
+            request_seconds(cfg, h100, 4, bad)

@@ -13,6 +13,10 @@ book's predictions are checked against (``tests/test_training_peak.py``).
   case, is ``tests/gpu/measure_training_memory.py``.
 - ``inference-h200.json``: Llama-3-8B in bf16 on the same GPU: weights and KV cache as
   allocated, a 4,096-token prefill, decode steps eager and as a CUDA graph.
+- ``serving-engines.json``: what serving engines published for Llama-3-8B at batch 1
+  on an H100-class GPU, each figure with its source and setup (GPU, precision, batch,
+  prompt and generated tokens), and the engines left out because no figure's setup
+  could be confirmed (chapter 9b, *What serving engines reach*).
 
     >>> from llmmath import measured
     >>> len(measured.training_cases())
@@ -27,6 +31,10 @@ from functools import cache
 from typing import Any
 
 _HERE = os.path.dirname(__file__)
+
+#: The fields of ``inference-h200.json``'s ``environment`` that chapter 9b names: the
+#: GPU, its driver and the two libraries that ran the model.
+VERSIONS = ("name", "driver", "torch", "transformers")
 
 
 @cache
@@ -69,3 +77,12 @@ def recipe_of(case: dict[str, Any]) -> dict[str, Any]:
 def inference_h200() -> dict[str, Any]:
     """The whole file ``inference-h200.json``."""
     return _load("inference-h200.json")
+
+
+def serving_engines() -> dict[str, Any]:
+    """The whole file ``serving-engines.json``: ``figures`` (each with ``engine``,
+    ``model`` (a preset), ``gpu_stated``, ``precision``, ``batch``,
+    ``prompt_tokens``, ``new_tokens``, ``runs`` of ``setting`` and
+    ``request_seconds``, and its ``source``) and ``not_used`` (an engine, why, and
+    where its figures were read)."""
+    return _load("serving-engines.json")
