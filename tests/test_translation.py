@@ -112,8 +112,6 @@ def test_every_block_is_a_message(source):
 #: lead applies the terms and typography there, then removes them from this set.
 PENDING = {
     "chapters/09_memory",
-    "chapters/09b_serving",
-    "chapters/09c_many_gpus",
 }
 TERMS = yaml.safe_load((LOCALES.parent / "terms.yml").read_text("utf-8"))
 GLOSSARY = translation.glossary_terms(
@@ -304,9 +302,7 @@ def unquoted(text: str, passages: list[str]) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize(
-    "catalogue", _catalogue_params(PENDING - {"chapters/09b_serving"})
-)
+@pytest.mark.parametrize("catalogue", _catalogue_params())
 def test_every_quotation_is_a_passage(catalogue):
     """Every quotation of the zh edition is a passage of note_quotes.yml: a note's own
     words (not the English translated back), or a quotation listed as another
