@@ -42,6 +42,8 @@ of the front end's palette (`PALETTE`). `explore` is the one entry point;
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import math
 import re
@@ -84,33 +86,47 @@ FORMATS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 
 View = dict[str, Any]
 
-#: Row labels that other modules write (`llmmath.memory.memory_budget`'s items,
+#: Row labels that other modules write (`llmmath.training.training_peak`'s items and
+#: moments, `llmmath.training.training_memory`'s parts at rest,
 #: `llmmath.parallel.Plan`'s model state and step times), translated where shown.
 ITEM_LABELS = (
+    N_("weights"),
+    N_("gradients"),
+    N_("optimizer state"),
+    N_("activations"),
+    N_("activations of the layers"),
+    N_("head"),
+    N_("logits and loss"),
+    N_("fp32 logits (the loss's copy)"),
+    N_("a chunk of logits (the fused loss)"),
+    N_("gradients so far"),
+    N_("gradients of the logits (fp32, two)"),
+    N_("logits held by the output"),
+    N_("gradient of the logits"),
+    N_("gradient of the hidden state"),
+    N_("activations not yet freed"),
+    N_("the layer's gradient temporaries"),
+    N_("the norm's gradient temporaries"),
+    N_("optimizer temporaries"),
+    N_("forward: the loss"),
+    N_("backward: the loss"),
+    N_("backward: the LM head"),
+    N_("backward: the final norm"),
+    N_("optimizer step"),
     N_("gradients (bf16)"),
     N_("optimizer (fp32 master, m, v)"),
-    N_("master weights (fp32)"),
-    N_("Adam first moment m (fp32)"),
-    N_("Adam second moment v (fp32)"),
-    N_("activations"),
     N_("compute"),
     N_("pipeline bubble"),
     N_("tensor parallel"),
     N_("pipeline sends"),
     N_("expert all-to-all"),
     N_("data parallel (exposed)"),
-    N_("none (inference)"),
-    N_("Adam, mixed precision"),
 )
 #: Those with numbers in them: the English pattern and its message.
 ITEM_PATTERNS = (
     (r"weights \((?P<format>[^)]+)\)", N_("weights ({format})")),
     (r"gradients \((?P<format>[^)]+)\)", N_("gradients ({format})")),
-    (r"activations, (?P<n>[\d,]+) layers", N_("activations, {n} layers")),
-    (
-        r"KV cache \((?P<dtype>[^)]+)\), (?P<batch>[\d,]+) × (?P<t>[\d,]+) tokens",
-        N_("KV cache ({dtype}), {batch} × {t} tokens"),
-    ),
+    (r"backward: layer (?P<i>\d+)", N_("backward: layer {i}")),
 )
 
 
@@ -202,10 +218,12 @@ def _preset(state: Mapping, default: str) -> str:
 # --- controls and blocks --------------------------------------------------------------
 
 
-def _number(name, label, low, high, kind="int", step=None) -> dict:
+def _number(name, label, low, high, kind="int", step=None, disabled=False) -> dict:
     control = {"name": name, "label": label, "type": kind, "min": low, "max": high}
     if step is not None:
         control["step"] = step
+    if disabled:
+        control["disabled"] = True
     return control
 
 
@@ -723,57 +741,255 @@ def stack(items: Mapping[str, int], limit: int, gpu: str | None = None) -> dict:
 # --- chapter 9: memory and the roofline -----------------------------------------------
 
 
-def memory(state: Mapping) -> View:
-    """Chapter 9's memory budget: preset, number format, optimizer, batch, sequence,
-    flash attention and GPU size (GB = 10⁹ bytes) → bytes item by item
-    (`llmmath.memory.memory_budget`) against the GPU."""
-    from llmmath.memory import GPU_80GB, OPTIMIZERS, memory_budget
+#: The training options of the memory explorer and the calculator: the state's name
+#: and the option of ``python -m llmmath train-memory`` whose choices and default it
+#: takes (`llmmath.training_cli.CHOICES`).
+TRAINING_OPTIONS = (
+    ("optimizer", "--optimizer"),
+    ("precision", "--precision"),
+    ("checkpointing", "--checkpointing"),
+    ("method", "--method"),
+    ("adapter_dtype", "--adapter-dtype"),
+    ("loss", "--loss"),
+)
+#: How a training option's select shows a value that is a word (the others show the
+#: value itself, as the command line spells it).
+OPTION_LABELS = {
+    "optimizer": {"adam8bit": N_("8-bit Adam")},
+    "precision": {"mixed": N_("mixed (fp32 master)")},
+    "checkpointing": {
+        "none": N_("none"),
+        "selective": N_("selective"),
+        "full": N_("full"),
+    },
+    "method": {"full": N_("full fine-tuning")},
+    "loss": {"full": N_("full logits"), "chunked": N_("chunked")},
+}
+#: LoRA ranks a control offers: the command line's bound on a count.
+MAX_LORA_RANK = 10**8
+#: The training options' own defaults beside the choices': LoRA's rank
+#: (``train-memory --lora-rank``, 16).
+TRAINING_DEFAULTS = {"lora_rank": 16}
 
-    state = {
+
+def training_defaults() -> dict:
+    """The training options' defaults, as ``train-memory`` has them."""
+    from llmmath.training_cli import CHOICES
+
+    out = {name: CHOICES[flag][1] for name, flag in TRAINING_OPTIONS}
+    return {**out, **TRAINING_DEFAULTS}
+
+
+def _training_controls(state: Mapping, disabled: bool = False) -> list:
+    """The selects of `TRAINING_OPTIONS` and LoRA's rank; the rank and the adapters'
+    dtype only for LoRA and QLoRA."""
+    from llmmath.training_cli import CHOICES
+
+    lora = state.get("method") in ("lora", "qlora")
+    labels = {
+        "optimizer": _("optimizer"),
+        "precision": _("precision"),
+        "checkpointing": _("checkpointing"),
+        "method": _("method"),
+        "adapter_dtype": _("adapters"),
+        "loss": _("loss"),
+    }
+    out = []
+    for name, flag in TRAINING_OPTIONS:
+        words = OPTION_LABELS.get(name, {})
+        options = [[v, _(words[v]) if v in words else v] for v in CHOICES[flag][0]]
+        off = disabled or (name == "adapter_dtype" and not lora)
+        out.append(_select(name, labels[name], options, off))
+        if name == "method":
+            out.append(
+                _number(
+                    "lora_rank",
+                    _("LoRA rank"),
+                    1,
+                    MAX_LORA_RANK,
+                    disabled=disabled or not lora,
+                )
+            )
+    return out
+
+
+def training_report(
+    title: str, cfg: ModelConfig, state: Mapping, batch: int, seq_len: int, gpu: str
+) -> dict:
+    """What ``python -m llmmath train-memory MODEL ... --batch B --seq-len T --gpu G
+    --json`` prints for the training options of ``state`` (`TRAINING_OPTIONS`, LoRA's
+    rank and adapters' dtype only with LoRA or QLoRA): the one function behind the
+    command, the memory explorer and the calculator
+    (`llmmath.training_cli.train_memory_report`).
+
+    Raises:
+        ConfigError: an option that is not one of its choices, a rank out of range,
+        or what `train_memory_report` refuses.
+    """
+    from llmmath.training_cli import CHOICES
+
+    got = {
+        name: _choice(state, name, CHOICES[flag][0], CHOICES[flag][1])
+        for name, flag in TRAINING_OPTIONS
+    }
+    rank = _int(state, "lora_rank", 1, MAX_LORA_RANK)
+    lora = got["method"] != "full"
+    options = (
+        ("optimizer", got["optimizer"]),
+        ("precision", got["precision"]),
+        ("checkpointing", got["checkpointing"]),
+        ("method", got["method"]),
+        ("lora_rank", rank if lora else None),
+        ("adapter_dtype", got["adapter_dtype"] if lora else None),
+        ("loss", got["loss"]),
+    )
+    return copy.deepcopy(_train_memory(title, cfg, options, batch, seq_len, gpu))
+
+
+@functools.lru_cache(maxsize=64)
+def _train_memory(
+    title: str, cfg: ModelConfig, options: tuple, batch: int, seq_len: int, gpu: str
+) -> dict:
+    """`train_memory_report`, kept for the last answers: a change of a control that
+    is not a training option (the calculator's formats) does not count them again."""
+    from llmmath.training_cli import train_memory_report
+
+    return train_memory_report(
+        title, cfg, batch=batch, seq_len=seq_len, gpu=gpu, **dict(options)
+    )
+
+
+def _gb(n: int) -> str:
+    return f"{n / 10**9:,.2f}"
+
+
+def _item_rows(items: Mapping[str, int], total: int, label: str) -> list:
+    """Rows (item, bytes, GB, share of ``total``) and the ``label`` row of the total."""
+    rows = [[_item(k), f"{v:,}", _gb(v), f"{v / total:.1%}"] for k, v in items.items()]
+    return rows + [[label, f"{total:,}", _gb(total), ""]]
+
+
+def training_blocks(r: Mapping) -> list:
+    """The blocks of a `training_report` ``r``: the moment of the peak, the bytes held
+    then item by item (``peak_items``, summing to ``peak_bytes``), the parts at rest
+    (``items``, ``total_bytes``), whether the peak fits the GPU and the largest batch
+    that does (``fits``, ``max_batch``), and the peak's items stacked against the
+    GPU's memory."""
+    peak, rest = r["peak_bytes"], r["total_bytes"]
+    fits = _("the peak fits") if r["fits"] else _("the peak does not fit")
+    return [
+        note(
+            _("Peak of a training step ({moment}): {bytes}.").format(
+                moment=_item(r["peak_moment"]), bytes=_bytes_text(peak, _human)
+            )
+        ),
+        table(
+            _item_rows(r["peak_items"], peak, _("peak")),
+            [_("at the peak"), _("bytes"), "GB", _("share")],
+        ),
+        table(
+            _item_rows(r["items"], rest, _("sum at rest")),
+            [_("at rest"), _("bytes"), "GB", _("share")],
+        ),
+        note(
+            _("{gpu} ({gb} GB): {verdict}; largest batch that fits: {n}").format(
+                gpu=r["gpu"],
+                gb=_gb(r["gpu_bytes"]),
+                verdict=fits,
+                n=f"{r['max_batch']:,}",
+            )
+        ),
+        stack(
+            {_item(k): v for k, v in r["peak_items"].items()},
+            r["gpu_bytes"],
+            r["gpu"],
+        ),
+    ]
+
+
+def _human(n: int) -> str:
+    from llmmath.units import human_bytes
+
+    return human_bytes(n)
+
+
+#: The memory explorer's two modes.
+MODES = (("training", N_("training")), ("inference", N_("inference")))
+
+
+def memory_state(state: Mapping) -> dict:
+    """The memory explorer's state: its defaults, then ``state``."""
+    from llmmath.gpus import DEFAULT_GPU
+
+    return {
         "preset": "llama-3-8b",
-        "dtype": "bf16",
-        "optimizer": "Adam, mixed precision",
+        "mode": "training",
+        **training_defaults(),
+        "weights": "bf16",
         "batch": 1,
         "seq_len": 4096,
-        "flash": True,
-        "gpu_gb": GPU_80GB / 10**9,  # the default GPU by the capacity rule
+        "gpu": DEFAULT_GPU,
         **state,
     }
-    training = OPTIMIZERS.get(state["optimizer"]) is not None
+
+
+def memory_numbers(state: Mapping) -> dict:
+    """What the command line prints for the memory explorer's ``state``: in training
+    `training_report` (``train-memory --json``), in inference
+    `llmmath.reports.memory_report` (``memory --json``: weights in ``weights`` and a
+    bf16 KV cache), each with ``--gpu``.
+
+    Raises:
+        ConfigError: a value of the state its command refuses.
+    """
+    from llmmath.gpus import DEFAULT_GPU, GPUS
+    from llmmath.reports import WEIGHTS
+    from llmmath.reports import memory_report as serving_report
+
+    state = memory_state(state)
+    name = _preset(state, "llama-3-8b")
+    cfg, title = presets.load(name), presets.get(name).title
+    mode = _choice(state, "mode", [m for m, _label in MODES], "training")
+    batch = _int(state, "batch", 1, 10**6)
+    seq_len = _int(state, "seq_len", 1, 10**7)
+    gpu = _choice(state, "gpu", list(GPUS), DEFAULT_GPU)
+    weights = _choice(state, "weights", WEIGHTS, "bf16")
+    if mode == "training":
+        return training_report(title, cfg, state, batch, seq_len, gpu)
+    return serving_report(title, cfg, weights, None, "bf16", batch, seq_len, gpu)
+
+
+def memory(state: Mapping) -> View:
+    """Chapter 9's memory explorer: a preset, training or inference, batch, sequence
+    and a GPU of the catalogue (`llmmath.gpus`). Training (the options of
+    ``train-memory``: optimizer, precision, checkpointing, full fine-tuning, LoRA or
+    QLoRA with its rank and adapters' dtype, the loss): the peak of a step item by
+    item at its moment, the parts at rest, whether the peak fits and the largest batch
+    that does (`training_report`, `training_blocks`). Inference: the weights in a
+    format and a bf16 KV cache against the GPU, the largest batch that fits
+    (`llmmath.reports.memory_report`). The numbers are the command line's
+    (`memory_numbers`)."""
+    from llmmath.gpus import GPUS
+    from llmmath.reports import WEIGHTS
+
+    state = memory_state(state)
+    training = state["mode"] != "inference"
     controls = [
         _preset_select(),
-        _select(
-            "dtype", _("weights"), ("fp32", "bf16", "fp8", "int8", "int4"), training
-        ),
-        _select("optimizer", _("optimizer"), [[o, _(o)] for o in OPTIMIZERS]),
+        _select("mode", _("mode"), [[m, _(label)] for m, label in MODES]),
+        *_training_controls(state, not training),
+        _select("weights", _("weights"), WEIGHTS, training),
         _number("batch", _("batch"), 1, 10**6),
         _number("seq_len", _("sequence"), 1, 10**7),
-        _check("flash", _("flash attention"), not training),
-        _number("gpu_gb", _("GPU (GB)"), 0.001, 10**6, "float", 1),
+        _select("gpu", _("GPU"), list(GPUS)),
     ]
     try:
-        cfg = presets.load(_preset(state, "llama-3-8b"))
-        batch = _int(state, "batch", 1, 10**6)
-        seq_len = _int(state, "seq_len", 1, 10**7)
-        gpu = round(_float(state, "gpu_gb", 0.001, 10**6) * 10**9)
-        items = memory_budget(
-            cfg,
-            state["dtype"],
-            state["optimizer"],
-            batch,
-            seq_len,
-            bool(state["flash"]),
-        )
+        r = memory_numbers(state)
     except ConfigError as e:
         return _error_view("memory", state, controls, e)
-    total = sum(items.values())
-    items = {_item(k): v for k, v in items.items()}
-    rows = [
-        [k, f"{v:,}", f"{v / 10**9:,.2f}", f"{v / total:.1%}"] for k, v in items.items()
-    ]
-    rows.append([_("total"), f"{total:,}", f"{total / 10**9:,.2f}", ""])
+    cfg = presets.load(state["preset"])
     blocks = []
-    if seq_len > cfg.max_position_embeddings:
+    if r["seq_len"] > cfg.max_position_embeddings:
         blocks.append(
             note(
                 _("The model is built for {n} tokens.").format(
@@ -782,20 +998,37 @@ def memory(state: Mapping) -> View:
                 "error",
             )
         )
-    verdict = (
-        _("fits")
-        if total <= gpu
-        else _("does not fit: at least {n} such GPUs").format(n=f"{-(-total // gpu):,}")
-    )
-    blocks += [
-        table(rows, [_("item"), _("bytes"), "GB", _("share")]),
-        note(
-            _("against {gb} GB: {verdict}").format(
-                gb=f"{gpu / 10**9:,.2f}", verdict=verdict
-            )
-        ),
-        stack(items, gpu),
-    ]
+    if training:
+        blocks += training_blocks(r)
+    else:
+        group = (
+            _(", groups of {n}").format(n=r["group_size"]) if r["group_size"] else ""
+        )
+        weights = _("weights ({format}{groups})").format(
+            format=r["weights"], groups=group
+        )
+        items = {
+            weights: r["weight_bytes"],
+            _("KV cache (bf16), {batch} × {t} tokens").format(
+                batch=f"{r['batch']:,}", t=f"{r['seq_len']:,}"
+            ): r["kv_cache_bytes"],
+        }
+        verdict = _("they fit") if r["fits"] else _("they do not fit")
+        blocks += [
+            table(
+                _item_rows(items, r["total_bytes"], _("total")),
+                [_("item"), _("bytes"), "GB", _("share")],
+            ),
+            note(
+                _("{gpu} ({gb} GB): {verdict}; largest batch that fits: {n}").format(
+                    gpu=r["gpu"],
+                    gb=_gb(r["gpu_bytes"]),
+                    verdict=verdict,
+                    n=f"{r['max_batch']:,}",
+                )
+            ),
+            stack(items, r["gpu_bytes"], r["gpu"]),
+        ]
     return {"kind": "memory", "state": state, "controls": controls, "blocks": blocks}
 
 
@@ -939,13 +1172,16 @@ PASTED = N_("(pasted config.json)")
 
 def calculator(state: Mapping) -> View:
     """The calculator page: a preset or a pasted Hugging Face ``config.json``, and a
-    batch, a length, the weights' format, the KV cache's format and a GPU of the
-    catalogue (`llmmath.gpus`) → parameters by group (total and active), the KV cache,
-    forward FLOPs per token and weights + cache against the GPU, computed by the CLI's
-    own functions (`llmmath.reports`): `params_report`, `kv_cache_report`,
-    `flops_report` and `memory_report` (what ``python -m llmmath memory MODEL
-    --weights W --kv-dtype D --batch B --seq-len T --gpu G --json`` prints). A bad
-    config shows the CLI's one-line message."""
+    batch, a length, the weights' format, the KV cache's format, a GPU of the
+    catalogue (`llmmath.gpus`) and the training options of ``train-memory``
+    (`TRAINING_OPTIONS`, LoRA's rank) → parameters by group (total and active), the KV
+    cache, forward FLOPs per token, weights + cache against the GPU, and the peak of a
+    training step item by item with whether it fits and the largest batch that does,
+    computed by the CLI's own functions: `params_report`, `kv_cache_report`,
+    `flops_report` and `memory_report` of `llmmath.reports` (what ``python -m llmmath
+    memory MODEL --weights W --kv-dtype D --batch B --seq-len T --gpu G --json``
+    prints) and `training_report` (``train-memory ... --json``). A bad config shows
+    the CLI's one-line message."""
     from llmmath.gpus import DEFAULT_GPU, GPUS
     from llmmath.reports import (
         WEIGHTS,
@@ -964,6 +1200,7 @@ def calculator(state: Mapping) -> View:
         "weights": "bf16",
         "kv_dtype": "bf16",
         "gpu": DEFAULT_GPU,
+        **training_defaults(),
         **state,
     }
     name = state["preset"]
@@ -981,6 +1218,7 @@ def calculator(state: Mapping) -> View:
         _select("weights", _("weights"), WEIGHTS),
         _select("kv_dtype", _("KV cache"), FORMATS),
         _select("gpu", _("GPU"), list(GPUS)),
+        *_training_controls(state),
         {"name": "config", "label": "config.json", "type": "text"},
     ]
     try:
@@ -1003,6 +1241,7 @@ def calculator(state: Mapping) -> View:
         mem = memory_report(
             title, cfg, weights, None, kv_dtype, batch, seq_len, gpu.name
         )
+        train = training_report(title, cfg, state, batch, seq_len, gpu.name)
     except ConfigError as e:
         view = _error_view("calculator", state, controls, e)
         view["blocks"] = [note(_("llmmath: error: {error}").format(error=e), "error")]
@@ -1078,6 +1317,7 @@ def calculator(state: Mapping) -> View:
                 [_("FLOPs per token"), _("at t = {t}").format(t=f"{seq_len:,}")],
             ),
             stack(items, gpu.memory, gpu.name),
+            *training_blocks(train),
         ],
     }
 

@@ -3,7 +3,9 @@
 Weights take N · (bytes per parameter); the KV cache takes
 `llmmath.kvcache.kv_cache_bytes`. Activations, the CUDA context and allocator
 fragmentation are left out: the answers are upper bounds on what fits (vLLM reserves
-such overheads before sizing its cache, Kwon et al. 2023, Sec. 4).
+such overheads before sizing its cache, Kwon et al. 2023, Sec. 4). Training memory,
+the peak of a step with its options, is `llmmath.training`'s (``train-memory``, the
+memory explorer and the calculator page).
 
 Explained in the chapters *The KV cache* (``chapters/07_kv_cache.ipynb``) and *Memory
 and speed* (``chapters/09_memory.ipynb``).
@@ -248,47 +250,4 @@ def activation_bytes_per_layer(
             items["attention dropout mask"] = a * s * s * b
             items["attention dropout output"] = 2 * a * s * s * b
         items["dropout masks after attention and FFN"] = 2 * s * b * H
-    return items
-
-
-#: Optimizer choices of `memory_budget`: bytes per parameter item by item (None:
-#: inference).
-OPTIMIZERS = {"none (inference)": None, "Adam, mixed precision": MIXED_PRECISION_ADAM}
-
-
-def memory_budget(
-    cfg: ModelConfig,
-    dtype: str = "bf16",
-    optimizer: str = "Adam, mixed precision",
-    batch: int = 1,
-    seq_len: int = 4096,
-    flash_attention: bool = True,
-) -> dict[str, int]:
-    """Bytes item by item. Inference (``optimizer`` ``"none (inference)"``): weights in
-    ``dtype`` and the bf16 KV cache of ``batch`` × ``seq_len`` tokens. Training:
-    `training_state_bytes` for the optimizer plus the activations of all L layers
-    (`activation_bytes_per_layer`).
-
-    Raises:
-        ConfigError: an unknown optimizer, dtype or size.
-    """
-    if optimizer not in OPTIMIZERS:
-        raise ConfigError(
-            f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {optimizer!r}"
-        )
-    per_parameter = OPTIMIZERS[optimizer]
-    if per_parameter is None:
-        return {
-            f"weights ({dtype})": weight_bytes(cfg, dtype),
-            f"KV cache (bf16), {batch:,} × {seq_len:,} tokens": kv_cache_bytes(
-                cfg, batch, seq_len
-            ),
-        }
-    items = training_state_bytes(cfg, per_parameter)
-    per_layer = activation_bytes_per_layer(
-        cfg, seq_len, batch, flash_attention=flash_attention
-    )
-    items[f"activations, {cfg.num_hidden_layers} layers"] = cfg.num_hidden_layers * sum(
-        per_layer.values()
-    )
     return items

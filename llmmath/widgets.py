@@ -13,10 +13,12 @@ on Pyodide (`llmmath.runtime`).
 - `RotaryExplorer` (chapter 6): a RoPE pair rotating with position, and the wavelengths.
 - `ServingExplorer` (chapter 7): a preset, formats, batch, context, GPU → what fits.
 - `LatentAttentionExplorer` (chapter 7b): cached bytes per token of MHA, GQA, MQA, MLA.
-- `MemoryBudget` and `RooflineExplorer` (chapter 9): memory item by item; the roofline.
+- `MemoryBudget` and `RooflineExplorer` (chapter 9): the peak of a training step (or
+  weights + KV cache) against a GPU, item by item; the roofline.
 - `SpeculativeExplorer` (chapter 9b): α, γ and the draft's cost → the speed-up.
 - `LayoutExplorer` (chapter 9c): a cluster layout → memory per GPU, traffic, step time.
-- `Calculator` (the calculator page): any ``config.json`` → parameters, cache, FLOPs.
+- `Calculator` (the calculator page): any ``config.json`` → parameters, cache, FLOPs,
+  training memory.
 """
 
 from __future__ import annotations
@@ -171,45 +173,59 @@ class ServingExplorer(Explorer):
 
 
 class MemoryBudget(Explorer):
-    """Chapter 9: training or serving memory item by item (`explorers.memory`)."""
+    """Chapter 9: the peak of a training step item by item, or weights + KV cache when
+    serving, against a GPU of the catalogue (`explorers.memory`). The options are
+    ``python -m llmmath train-memory``'s (training) and ``memory``'s (inference)."""
 
     def __init__(
         self,
         preset: str = "llama-3-8b",
-        dtype: str = "bf16",
-        optimizer: str = "Adam, mixed precision",
+        mode: str = "training",
+        optimizer: str = "adamw",
+        precision: str = "bf16",
+        checkpointing: str = "none",
+        method: str = "full",
+        lora_rank: int = 16,
+        adapter_dtype: str = "fp32",
+        loss: str = "full",
+        weights: str = "bf16",
         batch: int = 1,
         seq_len: int = 4096,
-        flash: bool = True,
-        gpu_gb: float = 80.0,
+        gpu: str = "H100-SXM5-80GB",
     ):
         super().__init__(
             "memory",
             preset=preset,
-            dtype=dtype,
+            mode=mode,
             optimizer=optimizer,
+            precision=precision,
+            checkpointing=checkpointing,
+            method=method,
+            lora_rank=lora_rank,
+            adapter_dtype=adapter_dtype,
+            loss=loss,
+            weights=weights,
             batch=batch,
             seq_len=seq_len,
-            flash=flash,
-            gpu_gb=float(gpu_gb),
+            gpu=gpu,
         )
 
     @property
-    def items(self) -> dict[str, int]:
-        """The bytes item by item (`llmmath.memory.memory_budget`) for the state
-        shown."""
-        from llmmath import presets
-        from llmmath.memory import memory_budget
+    def report(self) -> dict:
+        """What the command line prints for the state shown
+        (`explorers.memory_numbers`): ``train-memory --json`` in training
+        (``peak_bytes``, ``peak_moment``, ``peak_items``, ``items``, ``fits``,
+        ``max_batch``, …), ``memory --json`` in inference."""
+        return explorers.memory_numbers(self.state)
 
-        s = self.state
-        return memory_budget(
-            presets.load(s["preset"]),
-            s["dtype"],
-            s["optimizer"],
-            s["batch"],
-            s["seq_len"],
-            bool(s["flash"]),
-        )
+    @property
+    def items(self) -> dict[str, int]:
+        """The bytes stacked against the GPU: the peak's items in training, the weights
+        and the KV cache in inference."""
+        r = self.report
+        if self.state["mode"] == "training":
+            return dict(r["peak_items"])
+        return {"weights": r["weight_bytes"], "KV cache": r["kv_cache_bytes"]}
 
 
 class RooflineExplorer(Explorer):

@@ -375,12 +375,16 @@ def assert_shows_python(shown: dict) -> None:
     assert shown["notes"] == notes, f"{shown['kind']} {shown['state']}"
 
 
-def other_value(control: dict, value):
-    """A valid value of ``control`` other than ``value``, and how the DOM takes it."""
+def other_value(control: dict, value, shows=None):
+    """A valid value of ``control`` other than ``value``, and how the DOM takes it. A
+    select's first other option for which ``shows(option)`` is true, when given (one
+    that changes what the explorer shows: selective checkpointing keeps what SDPA
+    keeps, so it changes nothing there)."""
     kind = control["type"]
     if kind == "select":
         values = [v for v, _ in control["options"]]
-        index = next(i for i, v in enumerate(values) if v != value)
+        others = [i for i, v in enumerate(values) if v != value]
+        index = next((i for i in others if shows and shows(values[i])), others[0])
         return values[index], str(index)
     if kind == "check":
         return (not value,) * 2
@@ -443,8 +447,9 @@ def open_page(browser, server, page: str, count: int) -> None:
 
 def test_every_control_of_every_explorer_is_live(explorer_pages, server, browser):
     """Each control, changed, changes what the explorer shows, to exactly Python's
-    numbers; changed back, the explorer shows the first view again. Nothing leaves the
-    site."""
+    numbers; changed back, the explorer shows the first view again. A control the
+    first view disables is driven too, once a select has enabled it. Nothing leaves
+    the site."""
     from llmmath.explorers import explore
     from llmmath.messages import speaking
 
@@ -482,7 +487,7 @@ def drive_explorers(page, kinds, server, browser, explore) -> None:
             if control.get("disabled"):
                 continue
             name, old = control["name"], first["state"][control["name"]]
-            new, dom = other_value(control, old)
+            new, dom = other_value(control, old, shows(kind, first["state"], name))
             shown = change(browser, index, name, dom)
             where = f"{page} {kind}.{name}: {old!r} -> {new!r}"
             assert shown["state"][name] == new, where
@@ -491,6 +496,58 @@ def drive_explorers(page, kinds, server, browser, explore) -> None:
             if control["type"] != "text":
                 back = change(browser, index, name, dom_value(control, old))
                 assert back["output"] == first["output"], f"{where} and back"
+        for control in [c for c in controls if c.get("disabled")]:
+            drive_disabled(browser, index, first, control["name"], explore, page)
+
+
+def shows(kind: str, state: dict, name: str):
+    """Whether ``name`` set to a value changes what Python shows for ``state``."""
+    now = expected(kind, state)
+    return lambda value: expected(kind, {**state, name: value}) != now
+
+
+def enabler(kind: str, state: dict, name: str, explore) -> tuple[dict, object]:
+    """A select of the view of ``state`` and a value of it whose view enables the
+    control ``name`` (the memory explorer's weights in inference, LoRA's rank and
+    adapters with LoRA)."""
+    for select in explore(kind, state)["controls"]:
+        if select["type"] != "select" or select.get("disabled"):
+            continue
+        for value, _label in select["options"]:
+            if value == state[select["name"]]:
+                continue
+            view = explore(kind, {**state, select["name"]: value})
+            spec = {c["name"]: c for c in view["controls"]}.get(name)
+            if spec and not spec.get("disabled") and "error" not in view:
+                return select, value
+    raise AssertionError(f"{kind}: no select enables {name}")
+
+
+def drive_disabled(browser, index, first, name, explore, page) -> None:
+    """A control the first view disables: the select that enables it is changed, the
+    control changed and back, then the select back, each view Python's. (From what
+    the explorer shows now: a pasted config.json stays as the text control left it.)"""
+    kind = first["kind"]
+    first = read(browser, index)
+    select, value = enabler(kind, first["state"], name, explore)
+    key = select["name"]
+    opened = change(browser, index, key, dom_value(select, value))
+    assert_shows_python(opened)
+    specs = explore(kind, opened["state"])["controls"]
+    (spec,) = [c for c in specs if c["name"] == name]
+    assert not spec.get("disabled"), (kind, name)
+    old = opened["state"][name]
+    new, dom = other_value(spec, old, shows(kind, opened["state"], name))
+    shown = change(browser, index, name, dom)
+    where = f"{page} {kind}.{name} (with {key} {value!r}): {old!r} -> {new!r}"
+    assert shown["state"][name] == new, where
+    assert shown["output"] != opened["output"], f"{where} changed nothing"
+    assert_shows_python(shown)
+    back = change(browser, index, name, dom_value(spec, old))
+    assert back["output"] == opened["output"], f"{where} and back"
+    again = change(browser, index, key, dom_value(select, first["state"][key]))
+    assert again["output"] == first["output"], f"{where}: {key} back"
+    assert_shows_python(again)
 
 
 CALCULATOR = "book/calculator.html"
@@ -551,10 +608,31 @@ def test_calculator_answer_is_shared_by_its_link(server, browser):
     (preset,) = [
         c for c in explore("calculator", {})["controls"] if c["name"] == "preset"
     ]
+    controls = {c["name"]: c for c in explore("calculator", {})["controls"]}
     change(browser, 0, "preset", dom_value(preset, "qwen3-0.6b"))
-    shown = change(browser, 0, "batch", 8)
+    change(browser, 0, "batch", 8)
+    # the training options too (issue 31): QLoRA at rank 64 with a chunked loss
+    change(browser, 0, "method", dom_value(controls["method"], "qlora"))
+    change(browser, 0, "lora_rank", 64)
+    shown = change(browser, 0, "loss", dom_value(controls["loss"], "chunked"))
+    assert {k: shown["state"][k] for k in ("method", "lora_rank", "loss")} == {
+        "method": "qlora",
+        "lora_rank": 64,
+        "loss": "chunked",
+    }
     link = browser.current_url
     assert "#state=" in link
+    from urllib.parse import unquote
+
+    linked = json.loads(unquote(link.split("#state=")[1].split("&")[0]))
+    # the state minus the page's own: the defaults are left out
+    assert linked == {
+        "preset": "qwen3-0.6b",
+        "batch": 8,
+        "method": "qlora",
+        "lora_rank": 64,
+        "loss": "chunked",
+    }
     browser.get("about:blank")
     browser.get(
         link

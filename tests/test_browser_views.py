@@ -88,6 +88,49 @@ def test_calculator_shows_the_clis_memory_answer(weights, gpu, server, browser, 
         assert weight_row.startswith("5,700,591,616 bytes")
 
 
+TRAINING_CASES = [
+    {"precision": "amp", "checkpointing": "full", "gpu": "A100-SXM4-40GB"},
+    {"method": "lora", "adapter_dtype": "bf16", "optimizer": "adam8bit"},
+    {"method": "qlora", "lora_rank": 64, "loss": "chunked", "gpu": "L4-24GB"},
+]
+
+
+@pytest.mark.parametrize("case", TRAINING_CASES, ids=["amp", "lora", "qlora"])
+def test_calculator_shows_the_clis_training_answer(case, server, browser):
+    """Issue 31: the page's peak of a training step, its moment and items, the parts
+    at rest, the fit and the largest batch are ``train-memory --json``'s."""
+    from llmmath.explorers import explore
+    from tests.test_explorers import cli_json, train_memory_argv
+
+    open_page(browser, server, CALCULATOR, 1)
+    for name, value in case.items():
+        (control,) = [
+            c
+            for c in explore("calculator", read(browser, 0)["state"])["controls"]
+            if c["name"] == name
+        ]
+        shown = change(browser, 0, name, dom_value(control, value))
+    assert {k: shown["state"][k] for k in case} == case
+    assert_shows_python(shown)
+    cli = cli_json(train_memory_argv("llama-3-8b", shown["state"]))
+    assert (
+        f"Peak of a training step ({cli['peak_moment']}): {cli['peak_bytes']:,} bytes"
+        in "\n".join(shown["notes"])
+    )
+    verdict = "the peak fits" if cli["fits"] else "the peak does not fit"
+    gb = f"{cli['gpu_bytes'] / 10**9:,.2f}"
+    assert (
+        f"{cli['gpu']} ({gb} GB): {verdict}; largest batch that fits: "
+        f"{cli['max_batch']:,}"
+    ) in shown["notes"]
+    (peak,) = [t for t in shown["tables"] if t and t[-1][0] == "peak"]
+    (rest,) = [t for t in shown["tables"] if t and t[-1][0] == "sum at rest"]
+    assert {r[0]: int(r[1].replace(",", "")) for r in peak[:-1]} == cli["peak_items"]
+    assert {r[0]: int(r[1].replace(",", "")) for r in rest[:-1]} == cli["items"]
+    assert peak[-1][1] == f"{cli['peak_bytes']:,}"
+    assert rest[-1][1] == f"{cli['total_bytes']:,}"
+
+
 def test_a_bad_link_is_one_line_and_the_select_shows_the_state(server, browser):
     from llmmath.explorers import explore
 

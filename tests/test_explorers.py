@@ -5,6 +5,7 @@ Numbers are checked against closed forms written here from the chapters' formula
 against publishers' counts, not against the code that draws them."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -143,13 +144,18 @@ def test_attention_explorer_kv_bytes_closed_form():
 
 def test_memory_explorer_inference_is_weights_plus_cache():
     cfg = presets.load("llama-2-7b")
-    state = {"preset": "llama-2-7b", "optimizer": "none (inference)", "dtype": "int8"}
+    state = {"preset": "llama-2-7b", "mode": "inference", "weights": "bf16"}
     view = explore("memory", {**state, "batch": 2, "seq_len": 100})
-    weights = count_params(cfg).total  # int8: one byte each
+    weights = 2 * count_params(cfg).total  # bf16: two bytes each
     cache = 2 * 32 * 2 * 100 * 32 * 128 * 2
     assert as_int(row(view, "total")[1]) == weights + cache
-    (flash,) = [c for c in view["controls"] if c["name"] == "flash"]
-    assert flash["disabled"]  # no activations to keep when serving
+    controls = {c["name"]: c for c in view["controls"]}
+    assert not controls["weights"]["disabled"]
+    for name in ("optimizer", "precision", "checkpointing", "method", "loss"):
+        assert controls[name]["disabled"], name  # no training state when serving
+    trained = explore("memory", {**state, "mode": "training"})
+    assert trained["state"]["mode"] == "training"
+    assert {c["name"]: c for c in trained["controls"]}["weights"]["disabled"]
 
 
 def test_unknown_explorer_and_non_dict_state_are_refused():
@@ -228,8 +234,10 @@ def test_calculator_memory_is_the_clis_on_every_preset_format_and_gpu(capsys):
                     f"{verdict}: largest batch {cli['max_batch']:,}, longest context "
                     f"{cli['max_seq_len']:,}"
                 )
-                (stack,) = [b for b in shown["blocks"] if b["type"] == "stack"]
-                assert stack["limit"] == cli["gpu_bytes"] == GPUS[gpu].memory
+                stacks = [b for b in shown["blocks"] if b["type"] == "stack"]
+                assert len(stacks) == 2  # weights + cache, and the training peak
+                for stack in stacks:
+                    assert stack["limit"] == cli["gpu_bytes"] == GPUS[gpu].memory
 
 
 def test_calculator_int4_llama_3_8b_is_the_clis_5_700_591_616_bytes():
@@ -337,3 +345,187 @@ def test_any_state_settles_on_a_state_its_controls_show(kind, data):
             if c["type"] in ("int", "float", "range", "text")
         }
         assert set(changes) & typed, (changes, again["error"])
+
+
+# --- training memory: train-memory's answers, field for field (issue 31) ------------
+
+PEAK_NOTE = re.compile(
+    r"Peak of a training step \((?P<moment>.+)\): (?P<n>[\d,]+) bytes"
+)
+FIT_NOTE = re.compile(
+    r"(?P<gpu>\S+) \([\d,.]+ GB\): the peak (?P<verdict>fits|does not fit); "
+    r"largest batch that fits: (?P<n>[\d,]+)"
+)
+
+
+def training_numbers(view) -> dict:
+    """The training part of an (English) view read back as ``train-memory --json``'s
+    fields: the peak's moment, bytes and items, the parts at rest, the GPU, whether
+    the peak fits and the largest batch that does."""
+    notes = [b["text"] for b in view["blocks"] if b["type"] == "note"]
+    tables = {
+        b["headers"][0]: b["rows"]
+        for b in view["blocks"]
+        if b["type"] == "table" and b["headers"]
+    }
+    (peak,) = [m for m in map(PEAK_NOTE.match, notes) if m]
+    (fit,) = [m for m in map(FIT_NOTE.fullmatch, notes) if m]
+    at_peak, at_rest = tables["at the peak"], tables["at rest"]
+    assert at_peak[-1][0] == "peak" and at_rest[-1][0] == "sum at rest"
+    (stack,) = [b for b in view["blocks"] if b["type"] == "stack"][-1:]
+    numbers = {
+        "peak_moment": peak["moment"],
+        "peak_bytes": as_int(at_peak[-1][1]),
+        "peak_items": {r[0]: as_int(r[1]) for r in at_peak[:-1]},
+        "items": {r[0]: as_int(r[1]) for r in at_rest[:-1]},
+        "total_bytes": as_int(at_rest[-1][1]),
+        "gpu": fit["gpu"],
+        "gpu_bytes": stack["limit"],
+        "fits": fit["verdict"] == "fits",
+        "max_batch": as_int(fit["n"]),
+    }
+    assert as_int(peak["n"]) == numbers["peak_bytes"]
+    assert {i["label"]: i["value"] for i in stack["items"]} == numbers["peak_items"]
+    return numbers
+
+
+def train_memory_argv(model: str, state: dict) -> list[str]:
+    """``train-memory``'s arguments for a view's state (LoRA's only with LoRA)."""
+    argv = ["train-memory", model]
+    for name in ("optimizer", "precision", "checkpointing", "method", "loss"):
+        argv += [f"--{name}", state[name]]
+    if state["method"] != "full":
+        argv += ["--lora-rank", str(state["lora_rank"])]
+        argv += ["--adapter-dtype", state["adapter_dtype"]]
+    argv += ["--batch", str(state["batch"]), "--seq-len", str(state["seq_len"])]
+    return [*argv, "--gpu", state["gpu"], "--json"]
+
+
+def cli_json(argv) -> dict:
+    """What ``python -m llmmath ARGV`` prints, as JSON (`llmmath.cli.main` in this
+    process)."""
+    import contextlib
+    import io
+
+    from llmmath.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0, argv
+    return json.loads(out.getvalue())
+
+
+def assert_training_is_the_clis(view, model: str) -> dict:
+    cli = cli_json(train_memory_argv(model, view["state"]))
+    shown = training_numbers(view)
+    assert shown == {k: cli[k] for k in shown}, (view["state"], model)
+    assert sum(shown["peak_items"].values()) == shown["peak_bytes"]
+    return cli
+
+
+@pytest.mark.parametrize("name", presets.names())
+def test_calculator_training_is_the_clis_on_every_preset(name):
+    """The calculator's peak, moment, items, parts at rest, fit and largest batch are
+    ``train-memory --json``'s for every preset, as a preset and pasted."""
+    view = explore("calculator", {"preset": name})
+    assert "error" not in view
+    assert_training_is_the_clis(view, name)
+    pasted = {"preset": PASTED, "config": json.dumps(hf_config(name))}
+    again = explore("calculator", {**view["state"], **pasted})
+    assert training_numbers(again) == training_numbers(view)
+
+
+def test_the_training_gpu_and_sizes_are_the_clis():
+    from llmmath.gpus import GPUS
+
+    for gpu in GPUS:
+        state = {"preset": "qwen3-0.6b", "gpu": gpu, "batch": 2, "seq_len": 2048}
+        assert_training_is_the_clis(explore("calculator", state), "qwen3-0.6b")
+        view = explore("memory", state)
+        cli = assert_training_is_the_clis(view, "qwen3-0.6b")
+        assert cli["gpu_bytes"] == GPUS[gpu].memory
+
+
+OPTION_STATES = st.fixed_dictionaries(
+    {
+        "preset": st.sampled_from(["qwen3-0.6b", "llama-3.2-1b", "gpt2", "gemma-2-2b"]),
+        "optimizer": st.sampled_from(["adamw", "adam8bit", "adafactor", "sgd"]),
+        "precision": st.sampled_from(["bf16", "amp", "mixed", "fp32"]),
+        "checkpointing": st.sampled_from(["none", "selective", "full"]),
+        "method": st.sampled_from(["full", "lora", "qlora"]),
+        "lora_rank": st.sampled_from([1, 8, 16, 64]),
+        "adapter_dtype": st.sampled_from(["fp32", "bf16"]),
+        "loss": st.sampled_from(["full", "chunked"]),
+        "batch": st.integers(1, 16),
+        "seq_len": st.sampled_from([128, 1000, 4096]),
+        "gpu": st.sampled_from(["H100-SXM5-80GB", "L4-24GB", "MI300X-192GB"]),
+    }
+)
+
+
+@given(state=OPTION_STATES)
+def test_every_training_option_is_the_clis(state):
+    """Both the memory explorer and the calculator answer any choice of the training
+    options with ``train-memory``'s numbers."""
+    for kind in ("memory", "calculator"):
+        view = explore(kind, state)
+        assert "error" not in view, (kind, view["blocks"][0])
+        assert {k: view["state"][k] for k in state} == state
+        assert_training_is_the_clis(view, state["preset"])
+        lora = state["method"] != "full"
+        controls = {c["name"]: c for c in view["controls"]}
+        assert bool(controls["lora_rank"].get("disabled")) == (not lora)
+        assert controls["adapter_dtype"]["disabled"] == (not lora)
+
+
+def test_memory_inference_is_the_memory_command():
+    from llmmath.reports import WEIGHTS
+
+    for weights in WEIGHTS:
+        state = {"mode": "inference", "weights": weights, "batch": 8, "gpu": "L4-24GB"}
+        view = explore("memory", state)
+        argv = ["memory", "llama-3-8b", "--weights", weights, "--batch", "8"]
+        cli = cli_json([*argv, "--gpu", "L4-24GB", "--json"])
+        assert as_int(row(view, "total")[1]) == cli["total_bytes"]
+        rows = dict(r[:2] for r in table_rows(view))
+        assert sum(as_int(v) for k, v in rows.items() if k != "total") == (
+            cli["weight_bytes"] + cli["kv_cache_bytes"]
+        )
+        verdict = "they fit" if cli["fits"] else "they do not fit"
+        assert view["blocks"][-2]["text"] == (
+            f"L4-24GB (24.00 GB): {verdict}; largest batch that fits: "
+            f"{cli['max_batch']:,}"
+        )
+
+
+def test_the_training_words_are_translated():
+    """Every item and moment the training peak names, and every option, has its
+    Chinese words (a label the catalogue lacks would show in English)."""
+    import itertools
+
+    from llmmath.explorers import ITEM_LABELS, ITEM_PATTERNS, _item
+    from llmmath.messages import speaking
+    from llmmath.training import training_peak
+
+    labels = set()
+    for name in presets.names():
+        cfg = presets.load(name)
+        for method, loss, ckpt, prec in itertools.product(
+            ["full", "lora"], ["full", "chunked"], ["none", "full"], ["bf16", "amp"]
+        ):
+            for batch, seq_len in [(1, 4096), (64, 128)]:
+                peak = training_peak(
+                    cfg, "adamw", prec, ckpt, batch, seq_len, method, loss=loss
+                )
+                labels |= {*peak.items, *peak.moments}
+    labels |= {"weights", "gradients", "optimizer state", "activations"}
+    patterns = [p for p, _ in ITEM_PATTERNS]
+    for label in labels:
+        assert label in ITEM_LABELS or any(re.fullmatch(p, label) for p in patterns)
+    with speaking("zh_CN"):
+        untranslated = sorted(x for x in labels if _item(x) == x)
+        view = explore("memory", {"method": "lora"})
+        words = [label for c in view["controls"] for _, label in c.get("options", [])]
+    assert not untranslated, untranslated
+    for english in ("none", "selective", "full fine-tuning", "full logits", "chunked"):
+        assert english not in words

@@ -268,33 +268,30 @@ def test_prefill_is_compute_bound_and_decode_is_not():
     assert decode_step(cfg, "H100-SXM5-80GB", 1, 4096).memory_bound
 
 
-def test_memory_budget():
-    from llmmath.kvcache import kv_cache_bytes
-    from llmmath.memory import memory_budget, weight_bytes
-
-    cfg = presets.load("llama-3-8b")
-    infer = memory_budget(cfg, "int4", "none (inference)", batch=4, seq_len=1000)
-    assert sorted(infer.values()) == sorted(
-        [weight_bytes(cfg, "int4"), kv_cache_bytes(cfg, 4, 1000)]
-    )
-    train = memory_budget(cfg, optimizer="Adam, mixed precision", batch=2, seq_len=512)
-    act = 32 * sum(
-        activation_bytes_per_layer(cfg, 512, 2, flash_attention=True).values()
-    )
-    assert sum(train.values()) == 16 * count_params(cfg).total + act
-    with pytest.raises(ConfigError, match="optimizer"):
-        memory_budget(cfg, optimizer="SGD")
-
-
 def test_memory_and_roofline_widgets():
-    from llmmath.memory import memory_budget
+    """Issue 31: chapter 9's memory explorer counts training memory with
+    `llmmath.training` (``train-memory``'s report) and inference with ``memory``'s;
+    `memory_budget`, a second path, is gone."""
+    import llmmath.memory
+    from llmmath.kvcache import kv_cache_bytes
+    from llmmath.reports import memory_report
+    from llmmath.training import training_peak
+    from llmmath.training_cli import train_memory_report
     from llmmath.widgets import MemoryBudget, RooflineExplorer
 
+    assert not hasattr(llmmath.memory, "memory_budget")
+    cfg = presets.load("llama-3-8b")
     budget = MemoryBudget("llama-3-8b", batch=1, seq_len=4096)
-    assert budget.items == memory_budget(
-        presets.load("llama-3-8b"), batch=1, seq_len=4096
+    assert budget.report == train_memory_report(
+        "Llama-3-8B", cfg, batch=1, seq_len=4096, gpu="H100-SXM5-80GB"
     )
+    assert budget.items == training_peak(cfg, batch=1, seq_len=4096).items
     assert f"{sum(budget.items.values()):,}" in budget.text
+    serving = MemoryBudget("llama-3-8b", mode="inference", weights="int4", batch=4)
+    assert serving.report == memory_report(
+        "Llama-3-8B", cfg, "int4", None, "bf16", 4, 4096, "H100-SXM5-80GB"
+    )
+    assert serving.items["KV cache"] == kv_cache_bytes(cfg, 4, 4096)
     explorer = RooflineExplorer("llama-3-8b", "H100-SXM5-80GB", batch=16, context=4096)
     assert explorer.step == decode_step(
         presets.load("llama-3-8b"), "H100-SXM5-80GB", 16, 4096
