@@ -389,12 +389,15 @@ def test_item_8_a_frozen_or_stalled_runner_is_stopped_from_outside(sandbox_class
     assert seconds < 120, (who, seconds)
 
 
-@pytest.fixture(scope="module")
-def report_class(tmp_path_factory, can_run_as):
-    """One `grade` run as root over the attacks on the report and the listing (items
-    2, 3, 4 and 9) and the honest sheets of item 7: (stdout, rows, JUnit path)."""
-    _need(can_run_as, "root" if os.geteuid() == 0 else "user")
-    folder = tmp_path_factory.mktemp("report")
+@pytest.fixture(scope="module", params=WHO)
+def report_class(request, can_run_as):
+    """One `grade` run, as root or as the ordinary user, over the attacks on the
+    report and the listing (items 2, 3, 4 and 9) and the honest sheets of item 7:
+    (stdout, rows, JUnit path)."""
+    who = request.param
+    _need(can_run_as, who)
+    folder = Path(tempfile.mkdtemp(prefix="llmmath-attacks-"))
+    request.addfinalizer(lambda: shutil.rmtree(folder, ignore_errors=True))
     key = load_key(folder / "key", create=True)
     into = folder / "in"
     into.mkdir()
@@ -425,15 +428,16 @@ def report_class(tmp_path_factory, can_run_as):
     # 9: a folder named s002 behind an invisible character, beside s002's own
     hand_in("s002")
     hand_in("s002", name="\u200bs002/07_kv_cache.ipynb")
-    out, _ = _grade("root" if os.geteuid() == 0 else "user", folder)
+    out, _ = _grade(who, folder)
     assert out.returncode == 1 and "Traceback" not in out.stdout + out.stderr, (
         out.stdout + out.stderr
     )
-    return out.stdout, _rows(folder), folder / "g.xml"
+    junit = folder / "g.xml"
+    return out.stdout, _rows(folder), ET.parse(junit), _csv(folder)
 
 
 def test_item_2_a_reason_cannot_forge_report_lines(report_class):
-    text, rows, _ = report_class
+    text, rows, *_ = report_class
     lines = text.splitlines()
     for forged in FORGED_LINES.splitlines():
         assert forged not in lines
@@ -446,8 +450,8 @@ def test_item_2_a_reason_cannot_forge_report_lines(report_class):
 
 
 def test_item_3_the_junit_xml_stays_readable(report_class):
-    text, rows, junit = report_class
-    cases = list(ET.parse(junit).iter("testcase"))  # well-formed
+    text, rows, junit, _ = report_class  # the JUnit XML parsed: well-formed
+    cases = list(junit.iter("testcase"))
     xml = [c for c in cases if c.get("classname") == "xml.07_kv_cache"]
     assert len(xml) == 2
     message = xml[0].find("failure").get("message")
@@ -458,7 +462,7 @@ def test_item_3_the_junit_xml_stays_readable(report_class):
 
 
 def test_item_4_a_folder_flood_hides_no_other_student(report_class):
-    text, rows, _ = report_class
+    text, rows, *_ = report_class
     for student in ("s003", "s004", "figures", "inout", "again", "seps", "s002"):
         assert rows[student, "1"] == rows[student, "2"] == ("right", ""), student
     flood = [line for line in text.splitlines() if line.startswith("aaflood ")]
@@ -474,13 +478,13 @@ def test_item_4_a_folder_flood_hides_no_other_student(report_class):
 def test_item_7_honest_sheets_are_graded(report_class):
     """A 9 MB notebook (a 5.1 MB figure output, a 4 MB pasted photo), `In, Out = …`,
     importing `Sheet` again, and U+2028 and form feeds in comments: all right."""
-    _, rows, _ = report_class
+    _, rows, *_ = report_class
     for student in ("figures", "inout", "again", "seps"):
         assert rows[student, "1"] == rows[student, "2"] == ("right", ""), student
 
 
 def test_item_9_an_invisible_character_is_refused_by_name(report_class):
-    text, rows, junit = report_class
+    text, rows, junit, table = report_class
     hidden = "'\\u200bs002'"
     assert rows[hidden, ""] == (
         "unreadable",
@@ -491,10 +495,10 @@ def test_item_9_an_invisible_character_is_refused_by_name(report_class):
     )
     assert rows["s002", "1"] == rows["s002", "2"] == ("right", "")
     # every file counted once: s002's sheet and the refused folder are two
-    files = [r["file"] for r in _csv(junit.parent)]
+    files = [r["file"] for r in table]
     assert "\\u200bs002/" in files and "s002.ipynb" in files
     assert text.splitlines()[-1].startswith(f"{len(set(files))} sheets: ")
-    classes = [c.get("classname") for c in ET.parse(junit).iter("testcase")]
+    classes = [c.get("classname") for c in junit.iter("testcase")]
     assert classes.count("s002.07_kv_cache") == 2
 
 
@@ -551,6 +555,53 @@ def test_item_5_the_key_stays_covered(who, where, can_run_as):
         shutil.rmtree(folder, ignore_errors=True)
     denied = repr(PermissionError(13, "Permission denied"))
     assert found == {"shown": repr("the teacher's key"), "covered": denied}, found
+
+
+#: Run as root or as the ordinary user: what a sheet can do to the sandbox's other
+#: covers (``/proc/sys`` and ``/dev`` read-only over the writable ones, the sandbox's
+#: own ``/tmp`` over the host's).
+OTHER_COVERS = """import json, os, subprocess, sys
+from llmmath.coursework import sandbox
+probe = (
+    "import json, os, sys\\n"
+    "found = {}\\n"
+    "for name, path in (('proc_sys', '/proc/sys/kernel/core_pattern'),"
+    " ('dev', '/dev/llmmath-cover')):\\n"
+    "    try:\\n"
+    "        open(path, 'w').write('|/bin/sh')\\n"
+    "        found[name] = 'written'\\n"
+    "    except OSError as e:\\n"
+    "        found[name] = e.strerror\\n"
+    "found['host_tmp'] = os.path.exists(sys.argv[1])\\n"
+    "print(json.dumps(found))\\n"
+)
+program = sandbox._program_fd()
+args = sandbox._sandbox_args(
+    sandbox.Limits(), [], [sys.executable, "-I", "-c", probe, sys.argv[1]], program
+)
+run = subprocess.run(args, capture_output=True, text=True, pass_fds=(program,))
+print(run.stdout.strip() or run.stderr.strip()[-300:])
+"""
+
+
+@pytest.mark.parametrize("who", WHO)
+def test_item_5_every_other_cover_holds(who, can_run_as, home):
+    """``/proc/sys`` and ``/dev`` stay read-only and the host's ``/tmp`` hidden, as
+    root and as an ordinary user."""
+    _need(can_run_as, who)
+    (home / "covers.py").write_text(OTHER_COVERS)
+    host = home / "on-the-host"
+    host.write_text("x")
+    _give(home)
+    home.chmod(0o755)
+    run = _as(who, [sys.executable, home / "covers.py", host], cwd=home, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = json.loads(run.stdout)
+    assert found == {
+        "proc_sys": "Read-only file system",
+        "dev": "Read-only file system",
+        "host_tmp": False,
+    }, found
 
 
 @pytest.mark.parametrize("as_root", [True, False])

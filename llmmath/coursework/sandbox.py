@@ -722,12 +722,12 @@ class Launch:
         quiet: float | None = None,
         cap: int = 16 << 20,
     ) -> Outcome:
-        """Write ``data`` to the runner, read its records until it ends, and stop
-        the sandbox (`close`) when it runs past ``timeout`` seconds, sends nothing
-        for ``quiet`` seconds once it has begun to send, or its runner stays stopped
-        for a second (a sheet's ``os.kill(os.getppid(), SIGSTOP)``). All waiting is
-        done here, with those limits: nothing the sandbox's processes do can make it
-        wait longer."""
+        """Write ``data`` to the runner and read its records until it ends, or
+        return early (for the caller to `close` the sandbox) when it runs past
+        ``timeout`` seconds, sends nothing for ``quiet`` seconds once it has begun to
+        send, or its runner stays stopped for a second (a sheet's
+        ``os.kill(os.getppid(), SIGSTOP)``). All waiting is done here, within those
+        limits: nothing the sandbox's processes do can make it wait longer."""
         start = time.monotonic()
         pending = memoryview(data)
         kept = bytearray()
