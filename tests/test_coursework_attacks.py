@@ -693,8 +693,8 @@ def test_item_1_the_whole_sandbox_dies_at_the_time_out(who, can_run_as, home):
     run = _as(who, hold, cwd=home, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     found = json.loads(run.stdout)
-    assert found["stopped"] == "timeout" and 4 <= found["waited"] < 6, found
-    assert found["init"] and found["closed"] < 5, found
+    assert found["stopped"] == "timeout" and 4 <= found["waited"] < 10, found
+    assert found["init"] and found["closed"] < 10, found
     assert found["before"] == 1 and found["after"] == 0, found
     assert not _lingering(marker)
 
@@ -730,7 +730,7 @@ def test_item_1_the_reader_never_waits_unbounded(tmp_path):
         outcome = started.communicate(b"", **limits)
         started.close()
         assert outcome.stopped == expected, (expected, outcome)
-        assert time.monotonic() - start < min(limits.values()) + 3, expected
+        assert time.monotonic() - start < min(limits.values()) + 8, expected
         assert process.poll() is not None
 
 

@@ -635,12 +635,21 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
 
 
 def _children(pid: int) -> list[int]:
-    """The PIDs of ``pid``'s children, oldest first."""
-    kids = []
+    """The PIDs of ``pid``'s children, oldest first (from ``/proc/PID/task/*/children``,
+    or where the kernel has none, from every process's parent)."""
+    kids: list[int] = []
     try:
         for task in os.listdir(f"/proc/{pid}/task"):
             text = Path(f"/proc/{pid}/task/{task}/children").read_text()
             kids += [int(k) for k in text.split()]
+    except FileNotFoundError:
+        if not os.path.isdir(f"/proc/{pid}"):
+            return []
+        kids = [
+            int(k)
+            for k in os.listdir("/proc")
+            if k.isdigit() and (s := _stat(int(k))) is not None and s[1] == pid
+        ]
     except (OSError, ValueError):
         return []
     started = {k: s[2] for k in kids if (s := _stat(k)) is not None}
