@@ -37,11 +37,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html.parser
 import json
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 #: The Pyodide files the runtime loads (no Pyodide packages: llmmath needs the stdlib).
@@ -159,6 +162,70 @@ def write_runtime(static: Path, project: Path, language: str = "en") -> dict:
     return found
 
 
+class _ScriptTags(html.parser.HTMLParser):
+    """The ``<script src>`` and ``<link rel=preload as=script>`` tags of a page: their
+    (line, column) in it, raw text and the URL they load."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.found: list[tuple[tuple[int, int], str, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "script" and a.get("src"):
+            url = a["src"]
+        elif tag == "link" and a.get("as") == "script" and a.get("href"):
+            url = a["href"]
+        else:
+            return
+        self.found.append((self.getpos(), self.get_starttag_text(), url))
+
+
+def pin_scripts(page: Path, root: Path) -> int:
+    """Give every script tag of ``page`` that loads a file of the site under ``root``
+    (and every preload of one) the file's SHA-384 as its ``integrity``: the browser
+    runs no script whose bytes changed. Returns how many tags were pinned."""
+    text = page.read_text("utf-8")
+    parser = _ScriptTags()
+    parser.feed(text)
+    parser.close()
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    pieces, at, pinned = [], 0, 0
+    for (line, column), raw, url in parser.found:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme or parts.netloc or not parts.path:
+            continue  # another host, or a data: URL: none on this site's pages
+        target = (page.parent / urllib.parse.unquote(parts.path)).resolve()
+        if not target.is_file() or not target.is_relative_to(root.resolve()):
+            continue
+        offset = starts[line - 1] + column
+        tag = re.sub(r'\s+integrity="[^"]*"', "", raw)
+        end = len(tag) - (2 if tag.endswith("/>") else 1)
+        close = " " + tag[end:] if tag[end:] == "/>" else tag[end:]
+        tag = f'{tag[:end].rstrip()} integrity="{sri(target.read_bytes())}"{close}'
+        pieces += [text[at:offset], tag]
+        at = offset + len(raw)
+        pinned += 1
+    page.write_text("".join(pieces) + text[at:], "utf-8")
+    return pinned
+
+
+def pin_site(root: Path) -> None:
+    """`pin_scripts` on every page of the site built into ``root`` (not those of
+    another build inside it, such as the Chinese edition's ``zh/``, with its own
+    ``_static``)."""
+    for page in root.rglob("*.html"):
+        rel = page.relative_to(root)
+        if "_static" in rel.parts or any(
+            (root / Path(*rel.parts[:i]) / "_static").is_dir()
+            for i in range(1, len(rel.parts))
+        ):
+            continue
+        pin_scripts(page, root)
+
+
 def current_front_end(state_json: str, language: str = "en") -> str:
     """A page's stored widget state (JSON text, as myst-nb puts it in the page) with
     the current front end (``_esm``, ``_css``) in each llmmath explorer's model, and,
@@ -211,11 +278,22 @@ def _build_finished(app, exception) -> None:
             Path(app.confdir),
             app.config.language or "en",
         )
+        pin_site(Path(app.outdir))
+
+
+def _config_inited(app, config) -> None:
+    # The pages embed the front end and the runtime's scripts: their digest in the HTML
+    # config makes Sphinx write every page again when one of them changes.
+    static = TEMPLATE.parent
+    files = ("explorer.js", "explorer.css", "runtime.js", "runtime-worker.js")
+    digest = sri(b"".join((static / name).read_bytes() for name in files))
+    config.html_context = {**(config.html_context or {}), "llmmath_front_end": digest}
 
 
 def setup(app) -> dict:
     """Sphinx entry point: the current front end in every page, the runtime after
     every HTML build."""
+    app.connect("config-inited", _config_inited)
     app.connect("html-page-context", _page_context, priority=900)  # after myst-nb's
     app.connect("build-finished", _build_finished)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -310,6 +310,12 @@ def _page_context(app, pagename, templatename, context, doctree) -> None:
         if not link["current"]
     )
     context["metatags"] = context.get("metatags", "") + tags + _page_words(language)
+    # A translated page is its own canonical page, not a duplicate of the English one
+    # (issue 36): html_baseurl stays the English site's, for the editions' links.
+    base = (app.config.html_baseurl or "").rstrip("/") + "/"
+    page = context.get("pageurl") or ""
+    if FOLDERS[language] and base != "/" and page.startswith(base):
+        context["pageurl"] = f"{base}{FOLDERS[language]}/{page[len(base) :]}"
 
 
 def _page_words(language: str) -> str:

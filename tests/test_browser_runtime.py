@@ -91,45 +91,77 @@ def link_to(server, state: dict | None = None, **parts: str) -> str:
 # --- a failure is final -------------------------------------------------------------
 
 
+#: Every file the runtime runs, under _static/ (the wheel's name is found): a script
+#: that a page's tag loads, the worker, Pyodide's files and llmmath's wheel.
+CHAIN = [
+    "runtime/llmmath-runtime.js",
+    "runtime/llmmath-runtime-worker.js",
+    "pyodide/pyodide.mjs",
+    "pyodide/pyodide.asm.mjs",
+    "pyodide/pyodide.asm.wasm",
+    "pyodide/python_stdlib.zip",
+    "pyodide/pyodide-lock.json",
+    "runtime/llmmath-*.whl",
+]
+
+
+@pytest.fixture(scope="module")
+def site_copy(site, tmp_path_factory):
+    """One copy of the site to damage, a file at a time (the shared build stays)."""
+    copy = tmp_path_factory.mktemp("damaged") / "html"
+    shutil.copytree(site, copy, ignore=shutil.ignore_patterns("zh"))
+    return copy
+
+
 @pytest.fixture
-def damaged(site, tmp_path, request):
-    """A copy of the site with its wheel tampered with (one byte flipped) or deleted,
-    served on its own port."""
-    copy = tmp_path / "html"
-    shutil.copytree(site, copy)
-    (wheel,) = (copy / "_static/runtime").glob("llmmath-*.whl")
-    if request.param == "tampered":
-        data = bytearray(wheel.read_bytes())
-        data[len(data) // 2] ^= 0x01
-        wheel.write_bytes(bytes(data))
+def damaged(site_copy, request):
+    """The copy with one file of the runtime changed (still valid: a comment added to
+    a script, a byte flipped in the others) or deleted, served on its own port (a new
+    origin: nothing cached); the file is put back afterwards."""
+    name, how = request.param
+    (path,) = (site_copy / "_static").glob(name)
+    original = path.read_bytes()
+    if how == "missing":
+        path.unlink()
+    elif path.suffix in (".js", ".mjs"):
+        path.write_bytes(original + b"\n/* changed */\n")
     else:
-        wheel.unlink()
-    httpd = serve(copy)
+        data = bytearray(original)
+        data[len(data) // 2] ^= 0x01
+        path.write_bytes(bytes(data))
+    httpd = serve(site_copy)
     httpd.handle_error = lambda *args: None  # the downloads the failure cut short
-    yield httpd, f"/_static/runtime/{wheel.name}"
+    yield httpd, "/" + path.relative_to(site_copy).as_posix()
     httpd.shutdown()
     httpd.server_close()
+    path.write_bytes(original)
 
 
 @pytest.mark.parametrize(
     "damaged, message",
     [
-        ("tampered", "does not match its SHA-384 digest"),
-        ("missing", "HTTP 404"),
+        *[((name, "tampered"), "does not match its SHA-384 digest") for name in CHAIN],
+        (("runtime/llmmath-*.whl", "missing"), "HTTP 404"),
     ],
+    ids=[*(f"tampered-{n.split('/')[-1]}" for n in CHAIN), "missing-wheel"],
     indirect=["damaged"],
 )
 def test_a_failed_runtime_says_so_for_good(damaged, message, browser):
-    """The failure's message stays (no progress message overwrites it, later changes
-    do not retry), and the numbers of the old state are greyed out."""
-    httpd, wheel = damaged
+    """No file of the runtime runs unless its digest matched: a changed one stops
+    everything with a line that blames the site's files, not the browser (issue 36),
+    and a missing one says so. The failure's message stays (no progress message
+    overwrites it, later changes do not retry), and the numbers of the old state are
+    greyed out."""
+    httpd, path = damaged
     browser.get(f"{httpd.base}/{CALCULATOR}")
     wait_for(browser, 0, lambda s: s["draws"] >= 1, "the calculator drawn")
     browser.execute_script(SET, 0, "batch", 8)
-    shown = wait_for(
-        browser, 0, lambda s: "Could not run Python" in s["status"], "the failure"
-    )
-    assert wheel in shown["status"] and message in shown["status"], shown["status"]
+    failure = "Nothing was run" if "SHA-384" in message else "Could not run Python"
+    shown = wait_for(browser, 0, lambda s: failure in s["status"], "the failure")
+    assert path in shown["status"] and message in shown["status"], shown["status"]
+    if "SHA-384" in message:
+        assert "reloading will not help" in shown["status"]
+        assert "this browser" not in shown["status"]
     failed = shown["status"]
     assert stale(browser) and not shown["live"]
     time.sleep(2)  # the other downloads were under way: none of them may speak now
@@ -138,10 +170,46 @@ def test_a_failed_runtime_says_so_for_good(damaged, message, browser):
     time.sleep(1)
     again = read(browser, 0)
     assert again["status"] == failed and stale(browser) and not again["live"]
+    assert again["state"]["batch"] != 8  # nothing computed it
     assert not browser.execute_script(
         "return document.querySelector('.llmmath-status').textContent"
         ".includes('downloading')"
     )
+
+
+def test_every_script_of_every_page_is_pinned(site):
+    """Every script tag of every page (both editions) that loads a file of the site,
+    and every preload of one, carries that file's SHA-384 as its integrity."""
+    import html.parser
+    import urllib.parse
+
+    from llmmath.runtime import sri
+
+    class Tags(html.parser.HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.found = []
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            url = a.get("src") if tag == "script" else None
+            if tag == "link" and a.get("as") == "script":
+                url = a.get("href")
+            if url:
+                self.found.append((url, a.get("integrity")))
+
+    unpinned, checked = [], 0
+    for page in site.rglob("*.html"):
+        if "_static" in page.relative_to(site).parts:
+            continue
+        tags = Tags()
+        tags.feed(page.read_text("utf-8"))
+        for url, integrity in tags.found:
+            target = page.parent / urllib.parse.unquote(urllib.parse.urlsplit(url).path)
+            checked += 1
+            if integrity != sri(target.read_bytes()):
+                unpinned.append(f"{page.relative_to(site)}: {url} {integrity}")
+    assert checked > 500 and not unpinned, unpinned[:10]
 
 
 # --- links --------------------------------------------------------------------------
@@ -241,8 +309,9 @@ def _bomb() -> str:
         ({"config": _bomb()}, "larger than 10,000,000 bytes"),
         ({"state": "%7Bnot json"}, "its state is not JSON"),
         ({"state": "[1,2]"}, "its state is not a JSON object"),
+        ({"config-too-long": "junk"}, "its config-too-long is not a size in bytes"),
     ],
-    ids=["base64", "deflate", "bomb", "json", "array"],
+    ids=["base64", "deflate", "bomb", "json", "array", "too-long-junk"],
 )
 def test_a_link_that_cannot_be_read_says_why(parts, message, server, browser):
     browser.get("about:blank")
@@ -351,3 +420,211 @@ def test_pages_without_a_link_load_no_python(site, server, browser):
     ]
     runtime = [u for u in urls if "/pyodide/" in u or "llmmath-runtime-worker" in u]
     assert not runtime and not [u for u in urls if u.endswith(".whl")], urls
+
+
+# --- no change is lost (issue 36) ---------------------------------------------------
+
+# Reads what each named control of explorer 0 shows, as its value (a select's option).
+SHOWN = """
+const [names] = arguments;
+const root = document.querySelectorAll('.llmmath-explorer')[0];
+const out = {};
+for (const name of names) {
+  const input = root.querySelector(`[name="${name}"]`);
+  out[name] = input.type === "checkbox" ? input.checked : input.value;
+}
+return out;
+"""
+
+# Plays changes [[name, DOM value, delay in ms before it], ...] on explorer 0 at their
+# own speed, as a reader would (two at once when the delay is 0), then returns.
+PLAY = """
+const [steps, done] = [arguments[0], arguments[arguments.length - 1]];
+const root = document.querySelectorAll('.llmmath-explorer')[0];
+const wait = (ms) => new Promise((ok) => setTimeout(ok, ms));
+(async () => {
+  for (const [name, value, delay] of steps) {
+    if (delay) await wait(delay);
+    const input = root.querySelector(`[name="${name}"]`);
+    input.value = String(value);
+    input.dispatchEvent(new Event("change", {bubbles: true}));
+  }
+  done(null);
+})();
+"""
+
+
+def settled(browser, index: int = 0, wait_s: float = WAIT_S) -> dict:
+    """Explorer ``index`` once its newest answer is drawn (live, nothing greyed)."""
+    return wait_for(
+        browser,
+        index,
+        lambda s: s["live"] and not stale(browser, index),
+        "the newest answer",
+        wait_s,
+    )
+
+
+def assert_ends_with(browser, last: dict) -> None:
+    """The calculator shows and has computed ``last`` ({name: value}), to Python's
+    numbers, once settled."""
+    from llmmath.explorers import explore
+
+    controls = {c["name"]: c for c in explore("calculator", {})["controls"]}
+    deadline = time.monotonic() + WAIT_S
+    while True:  # settled, and stays so: no answer still on its way draws over it
+        shown = settled(browser)
+        time.sleep(0.3)
+        if read(browser, 0)["draws"] == shown["draws"] or time.monotonic() > deadline:
+            break
+    computed = {name: shown["state"][name] for name in last}
+    in_controls = browser.execute_script(SHOWN, list(last))
+    expected_dom = {
+        name: str(dom_value(controls[name], value)) for name, value in last.items()
+    }
+    assert computed == last, f"computed {computed}, last changes {last}"
+    assert in_controls == expected_dom, f"shown {in_controls}, last {expected_dom}"
+    assert_shows_python(shown)
+
+
+def test_changes_made_while_python_loads_are_all_kept(server, browser):
+    """Cold: batch 4, then a second later (Python still loading) tokens 8192; the
+    answer has both, in the controls and the numbers."""
+    browser.get("about:blank")
+    open_page(browser, server, CALCULATOR, 1)
+    browser.execute_script(SET, 0, "batch", 4)
+    time.sleep(1)
+    assert not read(browser, 0)["live"]  # still loading: the race the reader meets
+    browser.execute_script(SET, 0, "seq_len", 8192)
+    assert_ends_with(browser, {"batch": 4, "seq_len": 8192})
+
+
+def test_a_held_arrow_key_ends_on_the_last_value(server, browser):
+    """Warm: ArrowUp held on batch 100 for 50 presses ends at 150, shown and
+    computed."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    open_page(browser, server, CALCULATOR, 1)
+    change(browser, 0, "batch", 100)
+    field = browser.find_element(By.CSS_SELECTOR, '.llmmath-explorer [name="batch"]')
+    for _ in range(25):  # as a held key repeats, answers arriving between presses
+        field.send_keys(Keys.ARROW_UP * 2)
+        time.sleep(0.01)
+    assert_ends_with(browser, {"batch": 150})
+
+
+def _calculator_changes():
+    from hypothesis import strategies as st
+
+    from llmmath.explorers import explore
+
+    controls = {c["name"]: c for c in explore("calculator", {})["controls"]}
+    choices = {
+        name: [v for v, _ in controls[name]["options"] if v != PASTED]
+        for name in ("preset", "weights", "kv_dtype", "gpu")
+    }
+    one = st.one_of(
+        st.tuples(st.just("batch"), st.integers(1, 64)),
+        st.tuples(st.just("seq_len"), st.integers(1, 32768)),
+        *[st.tuples(st.just(n), st.sampled_from(v)) for n, v in choices.items()],
+    )
+    delay = st.sampled_from([0, 0, 1, 5, 20, 60, 150])
+    return controls, st.lists(st.tuples(one, delay), min_size=1, max_size=12)
+
+
+_CONTROLS, _CHANGES = _calculator_changes()
+
+
+def test_any_changes_at_any_speed_end_with_the_last_value_of_each(server, browser):
+    """A property: any sequence of changes of the calculator's controls, at any speed
+    (several in one task, or one every few ms, from the first while Python loads), ends
+    with the last value of every control shown in it and computed."""
+    from hypothesis import given, settings
+
+    browser.get("about:blank")
+    open_page(browser, server, CALCULATOR, 1)  # the first example meets a cold start
+
+    @settings(max_examples=12)
+    @given(_CHANGES)
+    def play(steps):
+        start = read(browser, 0)["state"]
+        last = {name: start[name] for (name, _v), _d in steps}
+        last.update({name: value for (name, value), _d in steps})
+        browser.execute_async_script(
+            PLAY,
+            [[n, dom_value(_CONTROLS[n], v), d] for (n, v), d in steps],
+        )
+        assert_ends_with(browser, last)
+
+    play()
+
+
+def test_an_unreadable_link_after_a_good_one_keeps_its_answer(server, browser):
+    """A good link followed at once by one that cannot be read: the second's error
+    stays, and the first's answer, computed meanwhile, is not drawn over it."""
+    browser.get("about:blank")
+    browser.get(link_to(server, {"preset": "gpt2"}))
+    wait_for(browser, 0, lambda s: s["link"] == "loading", "the first link")
+    browser.execute_script("location.hash = arguments[0]", "#state=[1,2]")
+    shown = wait_for(browser, 0, lambda s: s["link"] == "failed", "the second link")
+    assert "its state is not a JSON object" in shown["status"], shown["status"]
+    browser.execute_async_script(  # Python ready: the first answer came back by now
+        "const done = arguments[arguments.length - 1];"
+        "llmmathRuntime.load().then(() => setTimeout(done, 1500))"
+    )
+    again = wait_for(browser, 0, lambda s: True, "the calculator")
+    assert again["link"] == "failed" and not again["live"], again
+    assert again["status"] == shown["status"]
+    assert again["state"]["preset"] != "gpt2"
+
+
+def test_a_link_keeps_only_the_pages_own_keys(server, browser):
+    """Keys the calculator does not have (__proto__, constructor, markup) are dropped,
+    not kept in its state nor written back into the link (issue 36)."""
+    from urllib.parse import unquote
+
+    hostile = {"__proto__": {"x": 1}, "constructor": 1, "<b>x</b>": 2, "batch": 2}
+    browser.get("about:blank")
+    browser.get(link_to(server, hostile))
+    shown = wait_for(browser, 0, lambda s: s["live"], "the linked answer")
+    assert shown["state"]["batch"] == 2 and shown["link"] == "applied"
+    assert not {"__proto__", "constructor", "<b>x</b>"} & set(shown["state"])
+    time.sleep(0.5)  # the answer is written into the link
+    fragment = unquote(browser.current_url.split("#", 1)[1])
+    assert fragment == 'state={"batch":2}', fragment
+    assert_shows_python(shown)
+
+
+def test_a_huge_number_in_a_link_is_answered_in_a_short_line(server, browser):
+    """{"batch": 1e308} is a whole number of 309 digits: the answer says 1e+308."""
+    browser.get("about:blank")
+    browser.get(link_to(server, {"batch": 1e308}))
+    shown = wait_for(browser, 0, lambda s: s["live"], "the linked answer")
+    line = shown["notes"][0]
+    assert "batch" in line and "1e+308" in line and len(line) < 120, line
+    assert max(len(n) for n in shown["notes"]) < 200, shown["notes"]
+
+
+def test_the_calculator_warns_past_the_models_context(server, browser):
+    """Llama-3-8B at 23,780 tokens fits an H100's memory, but its context is 8,192
+    tokens: the calculator says so beside "fit" (issue 36)."""
+    open_page(browser, server, CALCULATOR, 1)
+    shown = change(browser, 0, "seq_len", 23780)
+    assert any("past the 8,192-token context" in n for n in shown["notes"]), shown
+    assert_shows_python(shown)
+    back = change(browser, 0, "seq_len", 8192)
+    assert not any("past the" in n for n in back["notes"])
+
+
+def test_each_edition_names_itself_as_canonical(site):
+    """A zh page's rel=canonical is the zh page, not the English one (issue 36), so
+    that search engines keep both editions; an English page's is itself."""
+    import re
+
+    baseurl = "https://llm-math.github.io/llm-math/"  # _config.yml's html.baseurl
+    for rel in ["chapters/07_kv_cache.html", "book/calculator.html", "search.html"]:
+        for prefix in ["", "zh/"]:
+            text = (site / prefix / rel).read_text("utf-8")
+            (href,) = re.findall(r'<link rel="canonical" href="([^"]+)"', text)
+            assert href == baseurl + prefix + rel, (prefix + rel, href)

@@ -160,3 +160,32 @@ def test_cells_that_need_torch_say_so_on_the_site(path):
 def test_needs_kernel_note_is_styled():
     css = (ROOT / "_vendor" / "llmmath.css").read_text(encoding="utf-8")
     assert ".cell.tag_needs-kernel::before" in css and "needs a kernel" in css
+
+
+def test_pin_scripts_gives_every_local_script_its_digest(tmp_path):
+    """`pin_scripts` (issue 36): a local script's tag and its preload get the file's
+    SHA-384 as `integrity`, again after the file changed; other hosts, inline scripts
+    and the rest of the page are left as they were."""
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static/a.js").write_text("let a = 1;\n")
+    page = tmp_path / "book" / "p.html"
+    page.parent.mkdir()
+    text = (
+        "<html><head>\n"
+        '<link rel="preload" as="script" href="../_static/a.js?digest=1" />\n'
+        '  <script defer src="../_static/a.js?v=2"></script>'
+        '<script src="https://example.org/x.js"></script>\n'
+        "<script>let inline = '<script src=\"../_static/a.js\">';</script>\n"
+        "</head><body>text</body></html>\n"
+    )
+    page.write_text(text)
+    assert runtime.pin_scripts(page, tmp_path) == 2
+    digest = runtime.sri(b"let a = 1;\n")
+    pinned = page.read_text()
+    assert pinned == text.replace(
+        '?digest=1" />', f'?digest=1" integrity="{digest}" />'
+    ).replace('?v=2">', f'?v=2" integrity="{digest}">')
+    (tmp_path / "_static/a.js").write_text("let a = 2;\n")
+    assert runtime.pin_scripts(page, tmp_path) == 2
+    again = page.read_text()
+    assert again.count(runtime.sri(b"let a = 2;\n")) == 2 and digest not in again

@@ -263,13 +263,18 @@ function makeControl(spec, onChange) {
   }
   if (!label.contains(input)) label.append(input);
   let timer = null;
-  const fire = () => onChange(spec.name, read());
+  const control = { node: label, input, read, shown: undefined };
+  // `shown`: the value this control last showed (drawn or sent). A control whose value
+  // differs from it is being edited (typed, not yet committed): draw() leaves it alone.
+  control.write = (v) => { write(v); control.shown = read(); };
+  control.editing = () => JSON.stringify(read()) !== JSON.stringify(control.shown);
+  const fire = () => { control.shown = read(); onChange(spec.name, control.shown); };
   if (spec.type === "range") input.addEventListener("input", fire);
   else if (spec.type === "text") {
     input.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(fire, 400); });
     input.addEventListener("change", () => { clearTimeout(timer); fire(); });
   } else input.addEventListener("change", fire);
-  return { node: label, input, write };
+  return control;
 }
 
 // --- the widget -----------------------------------------------------------------------------
@@ -286,11 +291,35 @@ function render({ model, el }) {
   let view = model.get("view");
   let controlsKey = null;
   let controls = {};
-  let pending = null;
+  // The reader's changes that no drawn view answers yet: name → {value, n, at}, n the
+  // number of the first state asked for with it. The next state asked for is the view's
+  // state with all of them laid over it, so that no change is lost however fast they
+  // come, and the controls show them, not an older answer, until their own answer comes.
+  const edits = new Map();
+  let asked = 0; // the number of the newest state asked for
+  let dropped = 0; // answers to states numbered up to this are thrown away (a new link)
+  let pending = null; // {state, n}: the newest state not yet sent to Python
   let busy = false;
+  let links = 0; // links opened in this tab: only the newest is applied
 
-  function draw(next) {
+  function wanted() {
+    const state = { ...view.state };
+    for (const [name, edit] of edits) state[name] = edit.value;
+    return state;
+  }
+
+  // Draw `next`, the answer to the state numbered `answered` (Infinity: unknown, in a
+  // kernel, where an edit is settled once the view shows it, or after 2 s).
+  function draw(next, answered = Infinity) {
     view = next;
+    const now = performance.now();
+    for (const [name, edit] of edits) {
+      const settled = answered === Infinity
+        ? JSON.stringify(next.state[name]) === JSON.stringify(edit.value) || now - edit.at > 2000
+        : edit.n <= answered;
+      if (settled) edits.delete(name);
+    }
+    const shown = wanted();
     // Only controls whose spec changed are rebuilt, in place, so the one the reader is
     // using keeps its focus; if it was rebuilt after all, focus returns to it by name.
     const active = document.activeElement;
@@ -305,14 +334,16 @@ function render({ model, el }) {
     for (const spec of view.controls) {
       const old = controls[spec.name];
       if (old && old.key === specKey(spec)) continue;
-      const control = { ...makeControl(spec, change), key: specKey(spec) };
+      const control = makeControl(spec, change);
+      control.key = specKey(spec);
       controls[spec.name] = control;
       if (old) old.node.replaceWith(control.node);
       else controlsBox.append(control.node);
     }
     for (const spec of view.controls) {
       const control = controls[spec.name];
-      control.write(view.state[spec.name]);
+      // a control the reader is typing in keeps what they typed
+      if (control.shown === undefined || !control.editing()) control.write(shown[spec.name]);
       control.input.disabled = Boolean(spec.disabled);
     }
     output.replaceChildren(...view.blocks.map((block) => DRAW[block.type](block)));
@@ -323,37 +354,49 @@ function render({ model, el }) {
   }
 
   // On the site: run llmmath.explorers in this page (Pyodide, in the runtime's worker),
-  // newest state first. Until the answer is drawn, the numbers shown are greyed out as
-  // stale; a failure of the runtime is final: its message stays and so does the grey.
-  async function compute(state) {
-    pending = state;
+  // newest state only: an answer that a newer state has overtaken is not drawn. Until
+  // the newest answer is drawn, the numbers shown are greyed out as stale; a failure of
+  // the runtime is final: its message stays and so does the grey.
+  function compute(state, n) {
+    pending = { state, n };
+    asked = n;
     output.classList.add("llmmath-stale");
-    if (busy) return;
+    if (!busy) run();
+  }
+
+  async function run() {
     busy = true;
     try {
       const call = await runtime.load((text) => {
+        if (asked <= dropped) return; // nothing asked since a link failed: its line stays
         status.textContent = linking ? `${runtime.linkText} ${text}` : text;
       });
+      let drawn = false;
       while (pending) {
-        const asked = pending;
+        const question = pending;
         pending = null;
-        const next = JSON.parse(await call(kind, JSON.stringify(asked)));
-        model.set("view", next);
-        if (view !== next) draw(next); // the same view again fires no change
+        const text = await call(kind, JSON.stringify(question.state));
+        if (pending || question.n <= dropped) continue; // overtaken, or a link replaced it
+        const next = JSON.parse(text);
+        draw(next, question.n);
+        model.set("view", next); // drawn already: its change event draws nothing
+        drawn = true;
       }
+      busy = false;
+      if (!drawn || asked <= dropped) return; // a link that could not be read says so
       output.classList.remove("llmmath-stale");
       status.classList.remove("llmmath-error");
       status.textContent = runtime.liveText;
       root.dataset.live = "true";
       if (linking) root.dataset.link = "applied";
       linking = false;
-      busy = false;
       const shown = view;
       runtime.remember(kind, view.state, first.state).then((note) => {
         // the link cannot hold this answer: say so, unless a newer answer is on its way
         if (note && view === shown && !busy) status.textContent = `${runtime.liveText} ${note}`;
       });
     } catch (error) {
+      if (asked <= dropped) return; // said on the next change: load() fails at once
       status.textContent = runtime.failureText(error);
       status.classList.add("llmmath-error");
       if (linking) root.dataset.link = "failed";
@@ -363,8 +406,14 @@ function render({ model, el }) {
   }
 
   function change(name, value) {
-    const state = { ...view.state, [name]: value };
-    if (runtime) compute(state);
+    if (blocked) { // on the site, without its runtime: nothing can compute this
+      output.classList.add("llmmath-stale");
+      return;
+    }
+    const n = ++asked;
+    edits.set(name, { value, n, at: performance.now() });
+    const state = wanted();
+    if (runtime) compute(state, n);
     else {
       model.set("inputs", state);
       model.save_changes();
@@ -373,9 +422,12 @@ function render({ model, el }) {
 
   // A link with an answer in it (the calculator's #state=…): until Python has computed it,
   // the page shows none of its own numbers, only that the linked answer is loading. A link
-  // that cannot be read is answered with one line, beside the page's own state.
+  // that cannot be read is answered with one line, beside the page's own state; whatever
+  // was asked before it is dropped, so that no older answer replaces that line.
   async function applyLink() {
     if (!runtime.hasLink(kind)) return;
+    const n = ++asked;
+    const mine = ++links;
     linking = true;
     root.dataset.link = "loading";
     output.replaceChildren();
@@ -383,22 +435,48 @@ function render({ model, el }) {
     status.classList.remove("llmmath-error");
     status.textContent = `${runtime.linkText} ${words("reading it…")}`;
     const shared = await runtime.shared(kind);
+    if (mine !== links) return; // a newer link came while this one was read
+    for (const [name, edit] of edits) if (edit.n < n) edits.delete(name); // the link's
     if (shared && shared.error) {
       linking = false;
+      dropped = n;
+      pending = null;
       root.dataset.link = "failed";
+      delete root.dataset.live;
       draw(first);
       output.classList.remove("llmmath-stale");
       status.textContent = shared.error;
       status.classList.add("llmmath-error");
     } else if (shared) {
-      compute({ ...first.state, ...shared.state });
+      // with the changes the reader made while it was read
+      // only the page's own keys: no other (__proto__, markup…) is kept or linked again
+      const state = { ...first.state };
+      for (const [name, value] of Object.entries(shared.state)) {
+        if (Object.hasOwn(first.state, name)) state[name] = value;
+      }
+      for (const [name, edit] of edits) state[name] = edit.value;
+      compute(state, ++asked);
     }
   }
 
-  model.on("change:view", () => draw(model.get("view")));
+  model.on("change:view", () => {
+    const next = model.get("view");
+    if (next !== view) draw(next);
+  });
   draw(view);
   const first = view; // the page's own view: links hold the state that differs from it
   let linking = false;
+  // The site's page names its runtime script, which did not run: the browser refused it
+  // (its bytes do not match the tag's integrity) or it did not load.
+  const tag = runtime ? null : document.querySelector('script[src*="/llmmath-runtime.js"]');
+  const blocked = tag !== null;
+  if (blocked) {
+    status.textContent = words("Nothing was run: {error}. This site's files were changed or " +
+      "damaged on the way to this page; reloading will not help until the site is fixed.", {
+      error: `${new URL(tag.src).pathname} did not load or does not match its SHA-384 digest`,
+    });
+    status.classList.add("llmmath-error");
+  }
   if (runtime) {
     status.textContent = runtime.idleText;
     applyLink();

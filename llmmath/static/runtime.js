@@ -43,18 +43,61 @@
     for (const listener of listeners) listener(text);
   }
 
+  // A file that failed its digest is the site's fault (changed, or damaged on the way),
+  // not the browser's, and a reload fetches the same bytes: say so.
   function failureText(error) {
+    if (/does not match its SHA-384 digest/.test(error.message)) {
+      return t("Nothing was run: {error}. This site's files were changed or damaged on " +
+        "the way to this page; reloading will not help until the site is fixed.",
+      { error: error.message });
+    }
     return t("Could not run Python in this browser: {error}. Reload the page to try again.",
       { error: error.message });
   }
 
   // Start the worker; resolves to `call(kind, stateJson) → Promise<view JSON>` once llmmath
   // is imported, or rejects (for good) with the first failure.
-  function start() {
+  // The SHA-384 digest of `bytes`, as Subresource Integrity writes it.
+  async function digest(bytes) {
+    const hash = new Uint8Array(await crypto.subtle.digest("SHA-384", bytes));
+    return "sha384-" + btoa(String.fromCharCode(...hash));
+  }
+
+  // The worker's script, fetched and checked against its digest in the manifest (this
+  // script's own digest is checked by the browser: its tag's `integrity`), started from a
+  // blob: URL of the checked bytes, so that nothing unchecked ever runs.
+  async function checkedWorker() {
     const sha = MANIFEST.worker.sha384;
     const url = new URL(MANIFEST.worker.path, staticDir);
     url.searchParams.set("v", sha.slice(7, 23).replace(/[+/]/g, "_")); // a new build, a new URL
-    const worker = new Worker(url, { type: "module" });
+    let response;
+    try {
+      response = await fetch(url);
+    } catch (error) {
+      throw new Error(`${url.pathname}: ${error.message}`);
+    }
+    if (!response.ok) throw new Error(`${url.pathname}: HTTP ${response.status}`);
+    const bytes = await response.arrayBuffer();
+    if ((await digest(bytes)) !== sha) {
+      throw new Error(`${url.pathname} does not match its SHA-384 digest`);
+    }
+    return {
+      worker: new Worker(URL.createObjectURL(new Blob([bytes], { type: "text/javascript" })),
+        { type: "module" }),
+      url,
+    };
+  }
+
+  async function start() {
+    let worker, url;
+    try {
+      ({ worker, url } = await checkedWorker());
+    } catch (error) {
+      failure = error;
+      tell(failureText(error));
+      listeners.clear();
+      throw error;
+    }
     const calls = new Map();
     let nextId = 0;
 
@@ -249,7 +292,13 @@
         return { error: t("This page's link cannot be read: {error}.", { error: error.message }) };
       }
       if ("config-too-long" in parts) {
-        const size = Number(parts["config-too-long"]) || 0;
+        const raw = parts["config-too-long"];
+        if (!/^[1-9][0-9]{0,15}$/.test(raw)) { // the page writes a size in bytes, nothing else
+          return { error: t("This page's link cannot be read: {error}.", {
+            error: t("its config-too-long is not a size in bytes"),
+          }) };
+        }
+        const size = Number(raw);
         return {
           error: t(
             "This page's link has no config.json: the one pasted ({size} bytes) was too long " +
