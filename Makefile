@@ -80,13 +80,21 @@ sandbox:
 # for the live parts' words (llmmath/messages.py): llmmath/locale/<lang>/LC_MESSAGES/
 # llmmath.po, compiled to the llmmath.mo that ships in the package.
 LANGUAGES := zh_CN
+# The modules whose words are marked _("…") or N_("…") for llmmath.po: the explorers, the
+# editions, the error messages (ConfigError, the CLI's one-line errors) and the CLI's
+# reports and help (tests/test_messages.py checks that every such module is here).
+MESSAGE_SOURCES := $(addprefix llmmath/,activations.py batching.py cli.py config.py \
+  cost.py counting.py editions.py errors.py explorers.py flops.py flops_by_module.py \
+  gpus.py hub.py kvcache.py measure.py memory.py messages.py modules.py paged_cache.py \
+  parallel.py parallel_cli.py presets/__init__.py quantization.py reports.py roofline.py \
+  rope.py serving_cli.py speculative.py training.py training_cli.py translation.py \
+  units.py widgets.py)
 catalogues: $(STAMP)  ## extract the book's messages and update locales/*/LC_MESSAGES/*.po
 	rm -rf _build/gettext-book
 	$(BIN)/jupyter-book build . --builder custom --custom-builder gettext --path-output _build/gettext-book -q
 	$(BIN)/sphinx-intl update -p _build/gettext-book/_build/gettext -d locales $(addprefix -l ,$(LANGUAGES)) -w 76
 	$(BIN)/pybabel extract -o llmmath/locale/llmmath.pot --project=llmmath --no-location \
-	  --sort-output --omit-header -w 76 llmmath/editions.py llmmath/explorers.py llmmath/widgets.py \
-	  llmmath/translation.py
+	  --sort-output --omit-header -w 76 $(MESSAGE_SOURCES)
 	$(BIN)/pybabel update -D llmmath -i llmmath/locale/llmmath.pot -d llmmath/locale -w 76
 	$(BIN)/pybabel compile -D llmmath -d llmmath/locale --statistics
 

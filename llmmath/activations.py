@@ -52,7 +52,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from llmmath.config import ConfigError, ModelConfig, check_positive_int
+from llmmath.config import ConfigError, ModelConfig, check_positive_int, one_of
+from llmmath.messages import gettext as _
 
 #: Training precisions: ``bf16`` (weights, gradients, optimizer state in bf16),
 #: ``amp`` (PyTorch autocast to bf16 over fp32 weights, gradients and state),
@@ -121,7 +122,7 @@ def precision_of(precision: str) -> Precision:
 def _one_of(name: str, value: str, allowed) -> None:
     if value not in allowed:
         shown = value if len(str(value)) <= 40 else f"{str(value)[:40]}..."
-        raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {shown!r}")
+        raise ConfigError(one_of(name, allowed, shown))
 
 
 class Recipe(NamedTuple):
@@ -678,8 +679,10 @@ def saved_activations(
     _one_of("adapter_dtype", recipe.adapter_dtype, ADAPTER_DTYPES)
     if recipe.attention == "sdpa" and cfg.attn_logit_softcapping:
         raise ConfigError(
-            "attention must be eager for a model with attn_logit_softcapping "
-            "(transformers' SDPA refuses soft-capping)"
+            _(
+                "attention must be eager for a model with attn_logit_softcapping "
+                "(transformers' SDPA refuses soft-capping)"
+            )
         )
     p = precision_of(recipe.precision)
     H, V, L = cfg.hidden_size, cfg.vocab_size, cfg.num_hidden_layers

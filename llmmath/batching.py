@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass
 
 from llmmath.config import ConfigError, ModelConfig, check_positive_int
+from llmmath.messages import gettext as _
 from llmmath.roofline import GPU, decode_step, prefill_step
 
 
@@ -60,7 +61,9 @@ def requests(
     for name, (lo, hi) in (("prompt", prompt), ("output", output)):
         check_positive_int(f"{name} low", lo)
         if hi < lo:
-            raise ConfigError(f"{name} range ({lo}, {hi}) is empty")
+            raise ConfigError(
+                _("{name} range ({lo}, {hi}) is empty").format(name=name, lo=lo, hi=hi)
+            )
     rng = random.Random(seed)
     return [Request(rng.randint(*prompt), rng.randint(*output)) for _ in range(n)]
 

@@ -27,7 +27,11 @@ from typing import TYPE_CHECKING
 
 from llmmath.config import ConfigError, ModelConfig
 from llmmath.errors import count_argument, one_line
+from llmmath.messages import N_, current, ljust, translated
+from llmmath.messages import gettext as _
 from llmmath.reports import (  # re-exported: chapters and tests import them from here
+    JSON_HELP,
+    REVISION_HELP,
     flops_report,
     format_table,
     kv_cache_report,
@@ -72,9 +76,30 @@ def _argparse_types() -> tuple[type, type]:
         return _TYPES
     import argparse
 
+    class _Wrapping(argparse.HelpFormatter):
+        """Help wrapped by the columns a terminal gives each character, breaking
+        between Chinese characters and at spaces, never inside a Latin word (argparse's
+        textwrap counts characters and cuts a run without spaces anywhere)."""
+
+        def _split_lines(self, text: str, width: int) -> list[str]:
+            return _wrap(self._whitespace_matcher.sub(" ", text).strip(), width)
+
+        def _fill_text(self, text: str, width: int, indent: str) -> str:
+            text = self._whitespace_matcher.sub(" ", text).strip()
+            lines = _wrap(text, width - len(indent))
+            return "\n".join(indent + line for line in lines)
+
     class _Parser(argparse.ArgumentParser):
         def error(self, message: str) -> None:  # one line and exit 2, as for configs
-            self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+            line = _("{prog}: error: {error}").format(
+                prog=self.prog, error=one_line(message)
+            )
+            self.exit(2, line + "\n")
+
+        def _get_formatter(self) -> argparse.HelpFormatter:
+            if current() == "en":  # English is wrapped as argparse always did
+                return super()._get_formatter()
+            return _Wrapping(prog=self.prog)
 
     class _Once(argparse.Action):
         """Store an option's value, refusing the option given twice (which value would
@@ -83,7 +108,8 @@ def _argparse_types() -> tuple[type, type]:
         def __call__(self, parser, namespace, values, option_string=None):
             if getattr(namespace, f"_given_{self.dest}", False):
                 raise argparse.ArgumentError(
-                    self, "given twice; give it once (which value counts is ambiguous)"
+                    self,
+                    _("given twice; give it once (which value counts is ambiguous)"),
                 )
             setattr(namespace, f"_given_{self.dest}", True)
             setattr(namespace, self.dest, values)
@@ -91,6 +117,35 @@ def _argparse_types() -> tuple[type, type]:
     _Parser.__qualname__, _Once.__qualname__ = "_Parser", "_Once"
     _TYPES = _Parser, _Once
     return _TYPES
+
+
+#: A wide character (CJK, full-width forms and punctuation), a run of anything else
+#: but spaces, or spaces: the units `_wrap` breaks between.
+_WIDE = "\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f"
+#: Full-width punctuation that never starts a line, and that never ends one.
+_NO_LINE_START = "，。、；：！？）》」』"
+_NO_LINE_END = "（《「『"
+
+
+def _wrap(text: str, columns: int) -> list[str]:
+    """``text`` in lines of at most ``columns`` terminal columns (a line holding one
+    word longer than that is as long as the word; a full-width comma or closing
+    bracket stays on the line before, an opening bracket goes to the line after)."""
+    import re
+
+    from llmmath.messages import width
+
+    lines, line = [], ""
+    for token in re.findall(rf"[{_WIDE}]|[^\s{_WIDE}]+|\s+", text):
+        if token.isspace():
+            line += " " if line else ""
+        elif line and width(line + token) > columns and token not in _NO_LINE_START:
+            kept = line[-1] if line[-1] in _NO_LINE_END and len(line) > 1 else ""
+            lines.append(line[: len(line) - len(kept)].rstrip())
+            line = kept + token
+        else:
+            line += token
+    return lines + [line.rstrip()] if line else lines
 
 
 def _params(args: argparse.Namespace) -> int:
@@ -151,41 +206,56 @@ def _kv_cache(args: argparse.Namespace) -> int:
         result.update(paged)
         if not args.json:
             print(
-                f"paged: {paged['blocks_per_sequence']:,} blocks of "
-                f"{args.block_size} tokens per sequence, {args.seq_len:,} slots "
-                f"({paged['wasted_slots_per_sequence']:,} empty in the last block)"
+                _(
+                    "paged: {blocks} blocks of {size} tokens per sequence, {slots} "
+                    "slots ({empty} empty in the last block)"
+                ).format(
+                    blocks=f"{paged['blocks_per_sequence']:,}",
+                    size=args.block_size,
+                    slots=f"{args.seq_len:,}",
+                    empty=f"{paged['wasted_slots_per_sequence']:,}",
+                )
             )
     total, per_token = result["bytes"], result["bytes_per_token"]
     cached = result["cached_tokens"]
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
+    head = _("{name}: KV cache for batch {batch} x {t} tokens in {dtype}").format(
+        name=name, batch=args.batch, t=f"{args.seq_len:,}", dtype=args.dtype
+    )
+    tail = [
+        _("  = {n} bytes = {human}").format(n=f"{total:,}", human=human_bytes(total)),
+        _("  per token (one sequence): {n} bytes").format(n=f"{per_token:,}"),
+    ]
     if cfg.is_mla or cfg.layer_types is not None:
         tokens = result["sliding_window_tokens"]
-        convention = f"; {tokens}" if tokens and not cfg.is_mla else ""
-        print(
-            f"{name}: KV cache for batch {args.batch} x {args.seq_len:,} tokens "
-            f"in {args.dtype} ({_cache_kind(cfg, args.layout)}{convention})\n"
-            f"  {result['formula']}\n"
-            f"  = {total:,} bytes = {human_bytes(total)}\n"
-            f"  per token (one sequence): {per_token:,} bytes"
-        )
+        kind = _cache_kind(cfg, args.layout)
+        if tokens and not cfg.is_mla:
+            kind = _("{kind}; {convention}").format(
+                kind=kind, convention=translated(tokens)
+            )
+        lines = [
+            _("{head} ({kind})").format(head=head, kind=kind),
+            f"  {translated(result['formula'])}",
+        ]
+        print("\n".join(lines + tail))
         return 0
     window = (
-        f" (sliding window {cfg.sliding_window}: {cached:,} tokens kept, "
-        f"{result['sliding_window_tokens']})"
+        _(" (sliding window {w}: {n} tokens kept, {convention})").format(
+            w=cfg.sliding_window,
+            n=f"{cached:,}",
+            convention=translated(result["sliding_window_tokens"]),
+        )
         if cached < args.seq_len
         else ""
     )
-    print(
-        f"{name}: KV cache for batch {args.batch} x {args.seq_len:,} tokens "
-        f"in {args.dtype}{window}\n"
+    formula = (
         f"  2 x L x b x t x n_kv x d_h x bytes = 2 x {cfg.num_hidden_layers} "
         f"x {args.batch} x {cached:,} x {cfg.num_key_value_heads} x {cfg.head_dim} "
-        f"x {dtype_bits(args.dtype)}/8\n"
-        f"  = {total:,} bytes = {human_bytes(total)}\n"
-        f"  per token (one sequence): {per_token:,} bytes"
+        f"x {dtype_bits(args.dtype)}/8"
     )
+    print("\n".join([head + window, formula, *tail]))
     return 0
 
 
@@ -193,11 +263,10 @@ def _cache_kind(cfg: ModelConfig, layout: str) -> str:
     """How the cache is laid out, for the text report: MLA's layout, or which layers
     keep a sliding window."""
     if cfg.is_mla:
-        return f"{layout} layout"
+        return _("{layout} layout").format(layout=layout)
     sliding = sum(cfg.window_of(i) is not None for i in range(cfg.num_hidden_layers))
-    return (
-        f"sliding window {cfg.sliding_window} on {sliding} of "
-        f"{cfg.num_hidden_layers} layers"
+    return _("sliding window {w} on {n} of {layers} layers").format(
+        w=cfg.sliding_window, n=sliding, layers=cfg.num_hidden_layers
     )
 
 
@@ -211,7 +280,7 @@ def _flops(args: argparse.Namespace) -> int:
 
         if not args.by_module:
             option = "--recompute" if args.recompute else "--batch"
-            raise ConfigError(f"{option} needs --by-module")
+            raise ConfigError(_("{option} needs --by-module").format(option=option))
         report = by_module_report(
             name,
             cfg,
@@ -229,14 +298,15 @@ def _flops(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
         return 0
     rows = [
-        ("attention projections", f.parts["attention"]),
-        ("FFN", f.parts["ffn"]),
-        ("LM head", f.parts["lm_head"]),
-        ("QK^T and AV", f.attention),
+        (_("attention projections"), f.parts["attention"]),
+        (_("FFN"), f.parts["ffn"]),
+        (_("LM head"), f.parts["lm_head"]),
+        (_("QK^T and AV"), f.attention),
     ]
     print(
-        f"{name}: forward FLOPs per token at T = {args.seq_len:,} "
-        f"({args.attention} attention)"
+        _("{name}: forward FLOPs per token at T = {t} ({attention} attention)").format(
+            name=name, t=f"{args.seq_len:,}", attention=args.attention
+        )
     )
 
     def show(value) -> str:
@@ -245,8 +315,9 @@ def _flops(args: argparse.Namespace) -> int:
         )
 
     for label, value in rows:
-        print(f"  {label:<24}{show(value):>22}  {float(value / f.total):>7.2%}")
-    print(f"  {'total':<24}{show(f.total):>22}\n  {averaging}")
+        print(f"  {ljust(label, 24)}{show(value):>22}  {float(value / f.total):>7.2%}")
+    total = ljust(_("total"), 24)
+    print(f"  {total}{show(f.total):>22}\n  {translated(averaging)}")
     return 0
 
 
@@ -261,7 +332,9 @@ def _seq_len_option(parser: argparse.ArgumentParser, meaning: str) -> None:
         type=_count_up_to(MAX_SEQ_LEN),
         required=True,
         action=_argparse_types()[1],
-        help=f"{meaning} (at most {MAX_SEQ_LEN:,})",
+        help=_("{meaning} (at most {limit})").format(
+            meaning=meaning, limit=f"{MAX_SEQ_LEN:,}"
+        ),
     )
 
 
@@ -281,10 +354,12 @@ def _add_params(sub, command, count, once) -> None:
     command(
         "params",
         _params,
-        "parameter breakdown of a preset or a config.json",
-        "Exact parameter breakdown. MODEL is a preset name "
-        f"({', '.join(presets.names())}), a path to a config.json or a hub id "
-        "org/name (its config.json from the local Hugging Face cache).",
+        _("parameter breakdown of a preset or a config.json"),
+        _(
+            "Exact parameter breakdown. MODEL is a preset name ({names}), a path to a "
+            "config.json or a hub id org/name (its config.json from the local Hugging "
+            "Face cache)."
+        ).format(names=", ".join(presets.names())),
     )
 
 
@@ -296,47 +371,53 @@ def _add_kv_cache(sub, command, count, once) -> None:
     k = command(
         "kv-cache",
         _kv_cache,
-        "KV cache bytes of a preset or a config.json",
-        "Exact KV cache size: 2 * L * batch * tokens * n_kv * d_h * bytes per element; "
-        "a sliding window W caps the tokens kept at W, what exists during the "
-        "attention call (--between-steps: W - 1, what transformers keeps between "
-        "calls).",
+        _("KV cache bytes of a preset or a config.json"),
+        _(
+            "Exact KV cache size: 2 * L * batch * tokens * n_kv * d_h * bytes per "
+            "element; a sliding window W caps the tokens kept at W, what exists during "
+            "the attention call (--between-steps: W - 1, what transformers keeps "
+            "between calls)."
+        ),
     )
-    _seq_len_option(k, "tokens per sequence")
+    _seq_len_option(k, _("tokens per sequence"))
     k.add_argument(
         "--batch",
         type=_count_up_to(MAX_BATCH),
         default=1,
         action=once,
-        help=f"sequences (default 1, at most {MAX_BATCH:,})",
+        help=_("sequences (default 1, at most {limit})").format(limit=f"{MAX_BATCH:,}"),
     )
     k.add_argument(
         "--dtype",
         action=once,
         default="bf16",
         choices=list(DTYPE_BITS),
-        help="cache number format (default bf16)",
+        help=_("cache number format (default bf16)"),
     )
     k.add_argument(
         "--layout",
         action=once,
         default="latent",
         choices=list(LAYOUTS),
-        help="multi-head latent attention: cache the latent (default) or per-head "
-        "keys and values",
+        help=_(
+            "multi-head latent attention: cache the latent (default) or per-head keys "
+            "and values"
+        ),
     )
     k.add_argument(
         "--block-size",
         type=_count_up_to(MAX_SEQ_LEN),
         default=None,
         action=once,
-        help="paged cache: round each sequence up to whole blocks of B tokens",
+        help=_("paged cache: round each sequence up to whole blocks of B tokens"),
     )
     k.add_argument(
         "--between-steps",
         action="store_true",
-        help="count W - 1 tokens per sliding-window layer, what transformers keeps "
-        "between forward calls (default: W, what exists during the attention call)",
+        help=_(
+            "count W - 1 tokens per sliding-window layer, what transformers keeps "
+            "between forward calls (default: W, what exists during the attention call)"
+        ),
     )
 
 
@@ -345,34 +426,38 @@ def _add_flops(sub, command, count, once) -> None:
     f = command(
         "flops",
         _flops,
-        "forward FLOPs per token of a preset or a config.json",
-        "Forward FLOPs per token: 2 x every matmul weight (LM head included) plus QK^T "
-        "and AV at length T.",
+        _("forward FLOPs per token of a preset or a config.json"),
+        _(
+            "Forward FLOPs per token: 2 x every matmul weight (LM head included) plus "
+            "QK^T and AV at length T."
+        ),
     )
-    _seq_len_option(f, "sequence length T")
+    _seq_len_option(f, _("sequence length T"))
     f.add_argument(
         "--attention",
         action=once,
         choices=["causal", "full"],
         default="causal",
-        help="count causal pairs (default) or all T x T",
+        help=_("count causal pairs (default) or all T x T"),
     )
     f.add_argument(
         "--by-module",
         action="store_true",
-        help="forward, backward and training FLOPs of the batch, per module",
+        help=_("forward, backward and training FLOPs of the batch, per module"),
     )
     f.add_argument(
         "--batch",
         type=_count_up_to(MAX_BATCH),
         action=once,
-        help=f"with --by-module: sequences (default 1, at most {MAX_BATCH:,})",
+        help=_("with --by-module: sequences (default 1, at most {limit})").format(
+            limit=f"{MAX_BATCH:,}"
+        ),
     )
     f.add_argument(
         "--recompute",
         action=once,
         choices=["none", "selective", "full"],
-        help="with --by-module: activation recomputation (default none)",
+        help=_("with --by-module: activation recomputation (default none)"),
     )
 
 
@@ -381,9 +466,11 @@ def _add_coursework(sub, command, count, once) -> None:
     `llmmath.coursework.cli`, which has its own parser."""
     sub.add_parser(
         "coursework",
-        help="coursework: hand out signed sheets, grade them in a sandbox",
-        description="The teacher's commands (handout, key, editions, grade); "
-        "`python -m llmmath coursework --help` lists them.",
+        help=_("coursework: hand out signed sheets, grade them in a sandbox"),
+        description=_(
+            "The teacher's commands (handout, key, editions, grade); `python -m "
+            "llmmath coursework --help` lists them."
+        ),
         add_help=False,
     )
 
@@ -426,8 +513,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _Parser, _Once = _argparse_types()
     parser = _Parser(
         prog="python -m llmmath",
-        description="Exact parameters, KV cache bytes and FLOPs of decoder-only "
-        "language models.",
+        description=_(
+            "Exact parameters, KV cache bytes and FLOPs of decoder-only language "
+            "models."
+        ),
     )
     sub = _Only(
         parser.add_subparsers(dest="command", required=True, parser_class=_Parser),
@@ -439,15 +528,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         cmd.add_argument(
             "model",
             metavar="MODEL",
-            help="preset name, path to a config.json, or hub id org/name (read from "
-            "the local Hugging Face cache)",
+            help=_(
+                "preset name, path to a config.json, or hub id org/name (read from "
+                "the local Hugging Face cache)"
+            ),
         )
-        cmd.add_argument(
-            "--revision",
-            action=_Once,
-            help="hub id only: branch, tag or commit hash (default main)",
-        )
-        cmd.add_argument("--json", action="store_true", help="print one JSON object")
+        cmd.add_argument("--revision", action=_Once, help=_(REVISION_HELP))
+        cmd.add_argument("--json", action="store_true", help=_(JSON_HELP))
         cmd.set_defaults(run=run)
         return cmd
 
@@ -495,7 +582,8 @@ def _run(argv: list[str]) -> int:
             model, as_json = quick
             return _run_command(_params_of, model, None, as_json)
         only = argv[0] if argv and argv[0] in COMMANDS else None
-        args = build_parser(only).parse_args(argv)
+        with _ArgparseSpeaking():
+            args = build_parser(only).parse_args(argv)
     except SystemExit as e:  # argparse: --help (0) or a bad argument (2, one line)
         return e.code if isinstance(e.code, int) else 0 if e.code is None else 2
     return _run_command(args.run, args)
@@ -506,5 +594,54 @@ def _run_command(run, *args) -> int:
     try:
         return run(*args)
     except ConfigError as e:
-        print(f"llmmath: error: {one_line(str(e))}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 2
+
+
+def error_line(error: Exception | str) -> str:
+    """The one line of an error, ``llmmath: error: …`` (``llmmath：错误：…`` in
+    Chinese), with every line break escaped (`one_line`)."""
+    return _("llmmath: error: {error}").format(error=one_line(str(error)))
+
+
+#: argparse's own words that a reader of ``--help`` or of a bad argument meets: in the
+#: catalogue, so that argparse says them in the reader's language (`_ArgparseSpeaking`).
+ARGPARSE_MESSAGES = (
+    N_("usage: "),
+    N_("positional arguments"),
+    N_("options"),
+    N_("show this help message and exit"),
+    N_("argument %(argument_name)s: %(message)s"),
+    N_("the following arguments are required: %s"),
+    N_("unrecognized arguments: %s"),
+    N_("invalid choice: %(value)r (choose from %(choices)s)"),
+    N_("invalid %(type)s value: %(value)r"),
+    N_("expected one argument"),
+    N_("expected at most one argument"),
+    N_("expected at least one argument"),
+    N_("ambiguous option: %(option)s could match %(matches)s"),
+    N_("ignored explicit argument %r"),
+    N_("not allowed with argument %s"),
+    N_("one of the arguments %s is required"),
+    N_("unexpected option string: %s"),
+    N_("unknown parser %(parser_name)r (choices: %(choices)s)"),
+)
+
+
+class _ArgparseSpeaking:
+    """Within it, argparse's own messages (`ARGPARSE_MESSAGES`: "usage:", its headings
+    and errors) come from llmmath's catalogue in a language other than English; the
+    gettext argparse had comes back after. (argparse looks its words up through the
+    module's ``_`` when it builds a parser and when it reports, both inside.)"""
+
+    def __enter__(self) -> None:
+        import argparse
+
+        self.before = argparse._
+        if current() != "en":
+            argparse._ = _
+
+    def __exit__(self, *exc) -> None:
+        import argparse
+
+        argparse._ = self.before

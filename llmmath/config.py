@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 
 from llmmath.errors import ConfigError, check_positive_int
 from llmmath.ffn import minimind_intermediate_size
+from llmmath.messages import N_, join
+from llmmath.messages import gettext as _
 
 __all__ = ["ConfigError", "ModelConfig", "RopeScaling", "check_positive_int"]
 
@@ -92,7 +94,9 @@ class RopeScaling(NamedTuple):
             or not 0 < factor < math.inf  # NaN fails both
         ):
             raise ConfigError(
-                f"rope_scaling.factor must be a positive number, got {factor!r}"
+                _("{name} must be a positive number, got {value}").format(
+                    name="rope_scaling.factor", value=repr(factor)
+                )
             )
         scaling = cls(
             str(rope_type),
@@ -109,7 +113,9 @@ class RopeScaling(NamedTuple):
             ):
                 if getattr(scaling, name) is None:
                     raise ConfigError(
-                        f"rope_scaling.{name} is missing; rope_type llama3 needs it"
+                        _(
+                            "rope_scaling.{name} is missing; rope_type llama3 needs it"
+                        ).format(name=name)
                     )
         return scaling
 
@@ -119,19 +125,32 @@ def _check_layer_count(name: str, value: Any) -> None:
     check)."""
     if isinstance(value, int) and not isinstance(value, bool) and value > MAX_LAYERS:
         raise ConfigError(
-            f"{name} must be at most {MAX_LAYERS:,} (no model has more layers), "
-            f"got {value:,}"
+            _(
+                "{name} must be at most {limit} (no model has more layers), got {value}"
+            ).format(name=name, limit=f"{MAX_LAYERS:,}", value=f"{value:,}")
         )
 
 
 def _boolean(name: str, value: Any) -> None:
     if not isinstance(value, bool):
-        raise ConfigError(f"{name} must be true or false, got {value!r}")
+        raise ConfigError(
+            _("{name} must be true or false, got {value}").format(
+                name=name, value=repr(value)
+            )
+        )
 
 
 def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+        raise ConfigError(one_of(name, allowed, value))
+
+
+def one_of(name: str, allowed, value: Any) -> str:
+    """The message of a value that is not one of ``allowed``: "NAME must be one of a,
+    b, c; got 'x'", in the reader's language."""
+    return _("{name} must be one of {allowed}; got {value}").format(
+        name=name, allowed=join(map(str, allowed)), value=repr(value)
+    )
 
 
 @readable_signature
@@ -292,13 +311,21 @@ class ModelConfig(_ModelConfigFields):
         check_positive_int("num_key_value_heads", self.num_key_value_heads)
         if self.num_key_value_heads > self.num_attention_heads:
             raise ConfigError(
-                f"num_key_value_heads ({self.num_key_value_heads}) must not exceed "
-                f"num_attention_heads ({self.num_attention_heads})"
+                _("{name} ({n}) must not exceed {other} ({m})").format(
+                    name="num_key_value_heads",
+                    n=self.num_key_value_heads,
+                    other="num_attention_heads",
+                    m=self.num_attention_heads,
+                )
             )
         if self.num_attention_heads % self.num_key_value_heads:
             raise ConfigError(
-                f"num_attention_heads ({self.num_attention_heads}) must be divisible "
-                f"by num_key_value_heads ({self.num_key_value_heads})"
+                _("{name} ({n}) must be divisible by {other} ({m})").format(
+                    name="num_attention_heads",
+                    n=self.num_attention_heads,
+                    other="num_key_value_heads",
+                    m=self.num_key_value_heads,
+                )
             )
         if (
             self.head_dim is None
@@ -309,9 +336,10 @@ class ModelConfig(_ModelConfigFields):
         if self.head_dim is None:
             if self.hidden_size % self.num_attention_heads:
                 raise ConfigError(
-                    f"hidden_size ({self.hidden_size}) must be divisible by "
-                    f"num_attention_heads ({self.num_attention_heads}) when head_dim "
-                    "is not given"
+                    _(
+                        "hidden_size ({n}) must be divisible by num_attention_heads "
+                        "({m}) when head_dim is not given"
+                    ).format(n=self.hidden_size, m=self.num_attention_heads)
                 )
             self = self._filled(head_dim=self.hidden_size // self.num_attention_heads)
         check_positive_int("head_dim", self.head_dim)
@@ -339,7 +367,11 @@ class ModelConfig(_ModelConfigFields):
                 or not isinstance(value, (int, float))
                 or not 0 < value < math.inf  # NaN fails both
             ):
-                raise ConfigError(f"{name} must be a positive number, got {value!r}")
+                raise ConfigError(
+                    _("{name} must be a positive number, got {value}").format(
+                        name=name, value=repr(value)
+                    )
+                )
         return self
 
     def _check_experts(self) -> None:
@@ -349,27 +381,36 @@ class ModelConfig(_ModelConfigFields):
             or self.n_shared_experts < 0
         ):
             raise ConfigError(
-                f"n_shared_experts must be a non-negative integer, got "
-                f"{self.n_shared_experts!r}"
+                _("{name} must be a non-negative integer, got {value}").format(
+                    name="n_shared_experts", value=repr(self.n_shared_experts)
+                )
             )
         if self.num_local_experts is None:
             if self.num_experts_per_tok is not None or self.n_shared_experts:
                 raise ConfigError(
-                    "num_experts_per_tok and n_shared_experts need num_local_experts "
-                    "(a mixture of experts)"
+                    _(
+                        "num_experts_per_tok and n_shared_experts need "
+                        "num_local_experts (a mixture of experts)"
+                    )
                 )
             return
         check_positive_int("num_local_experts", self.num_local_experts)
         check_positive_int("num_experts_per_tok", self.num_experts_per_tok)
         if self.num_experts_per_tok > self.num_local_experts:
             raise ConfigError(
-                f"num_experts_per_tok ({self.num_experts_per_tok}) must not exceed "
-                f"num_local_experts ({self.num_local_experts})"
+                _("{name} ({n}) must not exceed {other} ({m})").format(
+                    name="num_experts_per_tok",
+                    n=self.num_experts_per_tok,
+                    other="num_local_experts",
+                    m=self.num_local_experts,
+                )
             )
         if self.mlp_type != "gated":
             raise ConfigError(
-                "a mixture of experts needs mlp_type 'gated' (each expert is a "
-                "gated FFN)"
+                _(
+                    "a mixture of experts needs mlp_type 'gated' (each expert is a "
+                    "gated FFN)"
+                )
             )
 
     def _check_modern(self) -> None:
@@ -380,23 +421,32 @@ class ModelConfig(_ModelConfigFields):
             for name in MLA_FIELDS:
                 if getattr(self, name) is None:
                     raise ConfigError(
-                        f"{name} is missing; multi-head latent attention needs "
-                        f"{', '.join(MLA_FIELDS)}"
+                        _(
+                            "{name} is missing; multi-head latent attention needs "
+                            "{fields}"
+                        ).format(name=name, fields=join(MLA_FIELDS))
                     )
                 check_positive_int(name, getattr(self, name))
             if self.q_lora_rank is not None:
                 check_positive_int("q_lora_rank", self.q_lora_rank)
             if self.head_dim != self.qk_nope_head_dim + self.qk_rope_head_dim:
                 raise ConfigError(
-                    f"head_dim ({self.head_dim}) must be qk_nope_head_dim + "
-                    f"qk_rope_head_dim ({self.qk_nope_head_dim} + "
-                    f"{self.qk_rope_head_dim}) with multi-head latent attention"
+                    _(
+                        "head_dim ({n}) must be qk_nope_head_dim + qk_rope_head_dim "
+                        "({a} + {b}) with multi-head latent attention"
+                    ).format(
+                        n=self.head_dim,
+                        a=self.qk_nope_head_dim,
+                        b=self.qk_rope_head_dim,
+                    )
                 )
             if self.num_key_value_heads != self.num_attention_heads:
                 raise ConfigError(
-                    f"num_key_value_heads ({self.num_key_value_heads}) must equal "
-                    f"num_attention_heads ({self.num_attention_heads}) with multi-head "
-                    "latent attention (every head has its own key and value)"
+                    _(
+                        "num_key_value_heads ({n}) must equal num_attention_heads "
+                        "({m}) with multi-head latent attention (every head has its "
+                        "own key and value)"
+                    ).format(n=self.num_key_value_heads, m=self.num_attention_heads)
                 )
         if self.moe_intermediate_size is not None:
             check_positive_int("moe_intermediate_size", self.moe_intermediate_size)
@@ -407,12 +457,13 @@ class ModelConfig(_ModelConfigFields):
             for i in self.dense_layers
         ):
             raise ConfigError(
-                "dense_layers must be layer indices in 0 .. "
-                f"{self.num_hidden_layers - 1}, got {self.dense_layers!r}"
+                _(
+                    "dense_layers must be layer indices in 0 .. {last}, got {value}"
+                ).format(last=self.num_hidden_layers - 1, value=repr(self.dense_layers))
             )
         if self.dense_layers and not self.is_moe:
             raise ConfigError(
-                "dense_layers needs num_local_experts (a mixture of experts)"
+                _("dense_layers needs num_local_experts (a mixture of experts)")
             )
         for name in (
             "router_score_bias",
@@ -425,7 +476,9 @@ class ModelConfig(_ModelConfigFields):
         n = self.num_nextn_predict_layers
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ConfigError(
-                f"num_nextn_predict_layers must be a non-negative integer, got {n!r}"
+                _("{name} must be a non-negative integer, got {value}").format(
+                    name="num_nextn_predict_layers", value=repr(n)
+                )
             )
         _one_of("norm_layout", self.norm_layout, NORM_LAYOUTS)
         for name in (
@@ -440,24 +493,33 @@ class ModelConfig(_ModelConfigFields):
                 or not isinstance(value, (int, float))
                 or not 0 < value < float("inf")
             ):
-                raise ConfigError(f"{name} must be a positive number, got {value!r}")
+                raise ConfigError(
+                    _("{name} must be a positive number, got {value}").format(
+                        name=name, value=repr(value)
+                    )
+                )
         if self.layer_types is not None:
             if not isinstance(self.layer_types, tuple) or (
                 len(self.layer_types) != self.num_hidden_layers
             ):
                 raise ConfigError(
-                    f"layer_types must list one type per layer "
-                    f"({self.num_hidden_layers}), got {self.layer_types!r}"
+                    _(
+                        "layer_types must list one type per layer ({n}), got {value}"
+                    ).format(n=self.num_hidden_layers, value=repr(self.layer_types))
                 )
             for kind in self.layer_types:
                 _one_of("layer_types[i]", kind, LAYER_TYPES)
             if "sliding_attention" in self.layer_types and not self.sliding_window:
                 raise ConfigError(
-                    "sliding_window is missing; layer_types has sliding_attention "
-                    "layers"
+                    _(
+                        "sliding_window is missing; layer_types has sliding_attention "
+                        "layers"
+                    )
                 )
         if self.is_mla and self.fused_qkv:
-            raise ConfigError("fused_qkv does not apply to multi-head latent attention")
+            raise ConfigError(
+                _("fused_qkv does not apply to multi-head latent attention")
+            )
 
     @property
     def is_mla(self) -> bool:
@@ -585,8 +647,9 @@ class ModelConfig(_ModelConfigFields):
         model_type = raw.get("model_type")
         if model_type not in SUPPORTED_MODEL_TYPES:
             raise ConfigError(
-                f"model_type {model_type!r} is not supported; llmmath models "
-                f"{', '.join(SUPPORTED_MODEL_TYPES)}"
+                _("model_type {value} is not supported; llmmath models {types}").format(
+                    value=repr(model_type), types=join(SUPPORTED_MODEL_TYPES)
+                )
             )
         reader = {
             "gpt2": _gpt2_fields,
@@ -619,14 +682,22 @@ _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 class _Refused:
     """A number the parser could not take as a value (non-finite, too many digits),
-    kept until the walk over the document can name its field."""
+    kept until the walk over the document can name its field: ``rule``, a message
+    (marked `N_`) with the fields ``{field}``, ``{limit}`` and ``{value}``, and what
+    was ``got``."""
 
     def __init__(self, rule: str, got: str) -> None:
         self.rule, self.got = rule, got
 
 
+_FINITE = N_("{field} must be a finite number, got {value}")
+_INT64 = N_(
+    "{field} must be an integer of at most {limit} (2^63 - 1) in magnitude, got {value}"
+)
+
+
 def _parse_constant(text: str) -> _Refused:
-    return _Refused("must be a finite number", text)
+    return _Refused(_FINITE, text)
 
 
 def _parse_float(text: str) -> float | _Refused:
@@ -634,18 +705,19 @@ def _parse_float(text: str) -> float | _Refused:
     if math.isfinite(value):
         return value
     if len(text) > 40:  # a number of a million digits is not shown whole
-        shown = f"{text[:20]}...{text[-10:]} ({len(text):,} characters, overflows "
-        return _Refused("must be a finite number", shown + "to infinity)")
-    return _Refused("must be a finite number", f"{text} (overflows to infinity)")
+        return _Refused(
+            _FINITE,
+            _("{number} ({n} characters, overflows to infinity)").format(
+                number=f"{text[:20]}...{text[-10:]}", n=f"{len(text):,}"
+            ),
+        )
+    return _Refused(_FINITE, _("{number} (overflows to infinity)").format(number=text))
 
 
 def _parse_int(text: str) -> int | _Refused:
     digits = len(text.lstrip("-"))
     if digits > MAX_INT_DIGITS:
-        return _Refused(
-            f"must be an integer of at most {MAX_INT:,} (2^63 - 1) in magnitude",
-            f"an integer of {digits:,} digits",
-        )
+        return _Refused(_INT64, _("an integer of {n} digits").format(n=f"{digits:,}"))
     return int(text)
 
 
@@ -676,7 +748,7 @@ _SQUARE = str.maketrans("{}", "[]")
 
 
 def _field(path: str) -> str:
-    return path or "the top-level value"
+    return path or _("the top-level value")
 
 
 def _child(path: str, key: str) -> str:
@@ -688,54 +760,66 @@ def _child(path: str, key: str) -> str:
 
 def _digits(value: int) -> str:
     if value.bit_length() > 10_000:  # str() refuses past 4,300 digits
-        return "more than 3,000"
+        return _("more than {n}").format(n="3,000")
     return f"{len(str(abs(value))):,}"
 
 
-def check_json_values(raw: Any, source: str = "the config") -> None:
+def check_json_values(raw: Any, source: str | None = None) -> None:
     """Check every value of a parsed config: finite numbers, integers within ±(2^63 -
     1), arrays and objects nested at most `MAX_DEPTH` deep, string keys, JSON types
     only (a dict given to `ModelConfig.from_hf_config` is checked the same way).
 
     Raises:
         ConfigError: naming the field (``rope_scaling.factor``, ``layer_types[3]``)
-        and the rule.
+        and the rule. ``source`` names the document (default "the config").
     """
+    source = _("the config") if source is None else source
     stack = [(raw, "", 1)]
     while stack:
         value, path, depth = stack.pop()
         if value is None or isinstance(value, (str, bool)):
             continue
         if isinstance(value, _Refused):
-            raise ConfigError(f"{_field(path)} {value.rule}, got {value.got}")
+            raise ConfigError(
+                _(value.rule).format(
+                    field=_field(path), limit=f"{MAX_INT:,}", value=value.got
+                )
+            )
         if isinstance(value, int):
             if abs(value) > MAX_INT:
                 raise ConfigError(
-                    f"{_field(path)} must be an integer of at most {MAX_INT:,} "
-                    f"(2^63 - 1) in magnitude, got one of {_digits(value)} digits"
+                    _(_INT64).format(
+                        field=_field(path),
+                        limit=f"{MAX_INT:,}",
+                        value=_("one of {n} digits").format(n=_digits(value)),
+                    )
                 )
             continue
         if isinstance(value, float):
             if not math.isfinite(value):
-                raise ConfigError(
-                    f"{_field(path)} must be a finite number, got {value}"
-                )
+                raise ConfigError(_(_FINITE).format(field=_field(path), value=value))
             continue
         if not isinstance(value, (Mapping, list, tuple)):
             raise ConfigError(
-                f"{_field(path)} must be a JSON value (object, array, string, number, "
-                f"true, false or null), got {type(value).__name__}"
+                _(
+                    "{field} must be a JSON value (object, array, string, number, "
+                    "true, false or null), got {type}"
+                ).format(field=_field(path), type=type(value).__name__)
             )
         if depth > MAX_DEPTH:
             raise ConfigError(
-                f"{source} nests arrays and objects deeper than {MAX_DEPTH} levels "
-                f"(at {_field(path)}); a config.json needs a few"
+                _(
+                    "{source} nests arrays and objects deeper than {n} levels (at "
+                    "{field}); a config.json needs a few"
+                ).format(source=source, n=MAX_DEPTH, field=_field(path))
             )
         if isinstance(value, Mapping):
             for key, item in value.items():
                 if not isinstance(key, str):
                     raise ConfigError(
-                        f"{_field(path)} has the key {key!r}; keys must be strings"
+                        _("{field} has the key {key}; keys must be strings").format(
+                            field=_field(path), key=repr(key)
+                        )
                     )
                 stack.append((item, _child(path, key), depth + 1))
         else:
@@ -748,39 +832,51 @@ def _load_json(source: str | os.PathLike | Mapping[str, Any]) -> Mapping[str, An
         return source
     if not isinstance(source, (str, bytes, os.PathLike)):
         raise ConfigError(
-            "a config must be a path or a dict (an already-parsed config.json), got "
-            f"{type(source).__name__}"
+            _(
+                "a config must be a path or a dict (an already-parsed config.json), "
+                "got {type}"
+            ).format(type=type(source).__name__)
         )
     path = os.fsdecode(source)
+    name = _("config file {path}").format(path=repr(path))
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
-        raise ConfigError(f"config file {path!r} does not exist") from None
+        raise ConfigError(_("{source} does not exist").format(source=name)) from None
     except IsADirectoryError:
         raise ConfigError(
-            f"config file {path!r} is a directory, not a config.json"
+            _("{source} is a directory, not a config.json").format(source=name)
         ) from None
     except (OSError, ValueError) as e:  # permissions, a name too long, a NUL byte
         reason = getattr(e, "strerror", None) or str(e)
-        raise ConfigError(f"config file {path!r} cannot be read ({reason})") from None
+        raise ConfigError(unreadable(name, reason)) from None
     if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(_too_big(f"config file {path!r}"))
+        raise ConfigError(_too_big(name))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"config file {path!r} is not valid JSON ({e})") from None
-    return parse_config_text(text, f"config file {path!r}")
+        raise ConfigError(not_json(name, e)) from None
+    return parse_config_text(text, name)
 
 
 def _too_big(source: str) -> str:
-    return (
-        f"{source} is over {MAX_CONFIG_BYTES // 10**6} MB ({MAX_CONFIG_BYTES:,} "
-        "bytes); a config.json is a few kilobytes"
-    )
+    return _(
+        "{source} is over {mb} MB ({n} bytes); a config.json is a few kilobytes"
+    ).format(source=source, mb=MAX_CONFIG_BYTES // 10**6, n=f"{MAX_CONFIG_BYTES:,}")
 
 
-def parse_config_text(text: str, source: str = "the pasted config.json") -> dict:
+def unreadable(source: str, reason) -> str:
+    """ "SOURCE cannot be read (REASON)", in the reader's language."""
+    return _("{source} cannot be read ({reason})").format(source=source, reason=reason)
+
+
+def not_json(source: str, error) -> str:
+    """ "SOURCE is not valid JSON (ERROR)", in the reader's language."""
+    return _("{source} is not valid JSON ({error})").format(source=source, error=error)
+
+
+def parse_config_text(text: str, source: str | None = None) -> dict:
     """Parse the text of a ``config.json`` into a dict: the one JSON reader of the CLI
     (files) and the browser calculator (pasted text).
 
@@ -789,19 +885,28 @@ def parse_config_text(text: str, source: str = "the pasted config.json") -> dict
     `MAX_DEPTH` deep; numbers finite (no ``NaN``, ``Infinity``, ``1e999``); integers
     within ±`MAX_INT` (`check_json_values`).
 
+    ``source`` names the text in messages (default "the pasted config.json").
+
     Raises:
         ConfigError: naming ``source`` and the rule, or the field and the rule.
     """
+    source = _("the pasted config.json") if source is None else source
     if not isinstance(text, str):
-        raise ConfigError(f"{source} must be text, got {type(text).__name__}")
+        raise ConfigError(
+            _("{source} must be text, got {type}").format(
+                source=source, type=type(text).__name__
+            )
+        )
     if len(text) > MAX_CONFIG_BYTES or (
         4 * len(text) > MAX_CONFIG_BYTES
         and len(text.encode("utf-8", "surrogatepass")) > MAX_CONFIG_BYTES
     ):
         raise ConfigError(_too_big(source))
     depth_error = ConfigError(
-        f"{source} nests arrays and objects deeper than {MAX_DEPTH} levels; a "
-        "config.json needs a few"
+        _(
+            "{source} nests arrays and objects deeper than {n} levels; a config.json "
+            "needs a few"
+        ).format(source=source, n=MAX_DEPTH)
     )
     if _too_deep(text):
         raise depth_error
@@ -811,8 +916,10 @@ def parse_config_text(text: str, source: str = "the pasted config.json") -> dict
         for key, value in pairs:
             if key in obj:
                 raise ConfigError(
-                    f"{source} gives the key {key!r} twice; with a duplicate key the "
-                    "config is ambiguous"
+                    _(
+                        "{source} gives the key {key} twice; with a duplicate key the "
+                        "config is ambiguous"
+                    ).format(source=source, key=repr(key))
                 )
             obj[key] = value
         return obj
@@ -826,24 +933,36 @@ def parse_config_text(text: str, source: str = "the pasted config.json") -> dict
             parse_int=_parse_int,
         )
     except json.JSONDecodeError as e:
-        raise ConfigError(f"{source} is not valid JSON ({e})") from None
+        raise ConfigError(not_json(source, e)) from None
     except RecursionError:
         raise depth_error from None
     except ConfigError:
         raise
     except ValueError as e:  # any other refusal of the parser, as one line
-        raise ConfigError(f"{source} is not valid JSON ({e})") from None
+        raise ConfigError(not_json(source, e)) from None
     if not isinstance(raw, dict):
-        kind = "number" if isinstance(raw, _Refused) else type(raw).__name__
-        raise ConfigError(f"{source} must hold a JSON object, got {kind}")
+        kind = _("number") if isinstance(raw, _Refused) else type(raw).__name__
+        raise ConfigError(
+            _("{source} must hold a JSON object, got {type}").format(
+                source=source, type=kind
+            )
+        )
     check_json_values(raw, source)
     return raw
 
 
 def _required(raw: Mapping[str, Any], name: str, model_type: str) -> Any:
     if name not in raw or raw[name] is None:
-        raise ConfigError(f"{name} is missing; a {model_type} config.json must give it")
+        raise ConfigError(
+            _("{name} is missing; a {model_type} config.json must give it").format(
+                name=name, model_type=model_type
+            )
+        )
     return raw[name]
+
+
+def _must_be_a_list(name: str, value: Any) -> str:
+    return _("{name} must be a list, got {value}").format(name=name, value=repr(value))
 
 
 def _optional(raw: Mapping[str, Any], name: str, default: Any) -> Any:
@@ -933,7 +1052,7 @@ def _qwen3_moe_fields(raw: Mapping[str, Any], layers: int) -> dict[str, Any]:
     check_positive_int("decoder_sparse_step", step)
     only_mlp = _optional(raw, "mlp_only_layers", [])
     if not isinstance(only_mlp, list):
-        raise ConfigError(f"mlp_only_layers must be a list, got {only_mlp!r}")
+        raise ConfigError(_must_be_a_list("mlp_only_layers", only_mlp))
     only = {i for i in only_mlp if isinstance(i, (int, float))}  # O(1) lookups
     norm = _optional(raw, "norm_topk_prob", False)
     _boolean("norm_topk_prob", norm)
@@ -964,19 +1083,25 @@ def _deepseek_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
     layers = _layer_count(raw, model_type)
     if "q_lora_rank" not in raw:
         raise ConfigError(
-            f"q_lora_rank is missing; a {model_type} config.json must give it "
-            "(null for an uncompressed query)"
+            _(
+                "q_lora_rank is missing; a {model_type} config.json must give it "
+                "(null for an uncompressed query)"
+            ).format(model_type=model_type)
         )
     freq = _optional(raw, "moe_layer_freq", 1)
     if freq != 1:
         raise ConfigError(
-            f"moe_layer_freq must be 1, got {freq!r}: transformers' DeepSeek layers "
-            "ignore it and DeepSeek's own code does not, so the count would be "
-            "ambiguous"
+            _(
+                "moe_layer_freq must be 1, got {value}: transformers' DeepSeek layers "
+                "ignore it and DeepSeek's own code does not, so the count would be "
+                "ambiguous"
+            ).format(value=repr(freq))
         )
     if _optional(raw, "mlp_bias", False) is not False:
         raise ConfigError(
-            f"mlp_bias must be false for {model_type} (experts have none)"
+            _("mlp_bias must be false for {model_type} (experts have none)").format(
+                model_type=model_type
+            )
         )
     first_dense = _optional(raw, "first_k_dense_replace", 3 if v3 else 0)
     if (
@@ -985,8 +1110,10 @@ def _deepseek_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         or not (0 <= first_dense <= layers)
     ):
         raise ConfigError(
-            f"first_k_dense_replace must be an integer in 0 .. num_hidden_layers "
-            f"({layers}), got {first_dense!r}"
+            _(
+                "first_k_dense_replace must be an integer in 0 .. num_hidden_layers "
+                "({n}), got {value}"
+            ).format(n=layers, value=repr(first_dense))
         )
     attention_bias = _optional(raw, "attention_bias", False)
     norm = _optional(raw, "norm_topk_prob", v3)
@@ -1049,7 +1176,10 @@ def _gemma_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         return fields
     if _optional(raw, "use_bidirectional_attention", False):
         raise ConfigError(
-            "use_bidirectional_attention must be false: llmmath models causal decoders"
+            _(
+                "use_bidirectional_attention must be false: llmmath models causal "
+                "decoders"
+            )
         )
     pattern = (
         2 if model_type == "gemma2" else _optional(raw, "sliding_window_pattern", 6)
@@ -1062,7 +1192,7 @@ def _gemma_fields(raw: Mapping[str, Any], model_type: str) -> dict[str, Any]:
             for i in range(layers)
         ]
     if not isinstance(layer_types, list):
-        raise ConfigError(f"layer_types must be a list, got {layer_types!r}")
+        raise ConfigError(_must_be_a_list("layer_types", layer_types))
     gemma2 = model_type == "gemma2"  # Gemma2Config's soft-capping defaults
     fields.update(
         attn_logit_softcapping=raw.get(
@@ -1150,7 +1280,11 @@ def _rope_scaling(raw: Mapping[str, Any]) -> RopeScaling | None:
         value = raw.get(key)
         if value is not None:
             if not isinstance(value, Mapping):
-                raise ConfigError(f"{key} must be a JSON object, got {value!r}")
+                raise ConfigError(
+                    _("{name} must be a JSON object, got {value}").format(
+                        name=key, value=repr(value)
+                    )
+                )
             return RopeScaling.from_dict(value)
     return None
 

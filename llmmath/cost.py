@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 
 from llmmath.errors import ConfigError, check_positive_int
+from llmmath.messages import gettext as _
 
 SECONDS_PER_HOUR = 3600
 
@@ -50,11 +51,18 @@ def check_price(price: float) -> float:
     Raises:
         ConfigError: anything else (zero, negative, NaN, infinite, not a number)."""
     if isinstance(price, bool) or not isinstance(price, (int, float)):
-        raise ConfigError(f"price_per_gpu_hour must be a number, got {price!r}")
+        raise ConfigError(
+            _("{name} must be a number, got {value}").format(
+                name="price_per_gpu_hour", value=repr(price)
+            )
+        )
     if not (math.isfinite(price) and 0 < price <= MAX_PRICE):
         raise ConfigError(
-            f"price_per_gpu_hour must be positive, finite and at most {MAX_PRICE:g}, "
-            f"got {price!r}"
+            _(
+                "{name} must be positive, finite and at most {limit}, got {value}"
+            ).format(
+                name="price_per_gpu_hour", limit=f"{MAX_PRICE:g}", value=repr(price)
+            )
         )
     return float(price)
 
@@ -91,7 +99,7 @@ def training_gpu_hours(flops: float, peak_flops: float, mfu: float) -> float:
         ConfigError: ``mfu`` not in (0, 1], or a non-positive FLOPs or peak."""
     check_mfu(mfu)
     if not (flops > 0 and peak_flops > 0):
-        raise ConfigError("flops and peak_flops must be positive")
+        raise ConfigError(_("flops and peak_flops must be positive"))
     return flops / (peak_flops * mfu) / SECONDS_PER_HOUR
 
 
@@ -101,9 +109,15 @@ def check_mfu(mfu: float, name: str = "mfu") -> float:
     Raises:
         ConfigError: anything else (zero, negative, above 1, NaN, not a number)."""
     if isinstance(mfu, bool) or not isinstance(mfu, (int, float)):
-        raise ConfigError(f"{name} must be a number, got {mfu!r}")
+        raise ConfigError(
+            _("{name} must be a number, got {value}").format(name=name, value=repr(mfu))
+        )
     if not 0 < mfu <= 1:
-        raise ConfigError(f"{name} must be in (0, 1], got {mfu!r}")
+        raise ConfigError(
+            _("{name} must be in (0, 1], got {value}").format(
+                name=name, value=repr(mfu)
+            )
+        )
     return float(mfu)
 
 
@@ -118,8 +132,10 @@ def step_at_mfu(step_seconds: float, mfu_bound: float, mfu: float) -> float:
     check_mfu(mfu)
     if mfu > mfu_bound:
         raise ConfigError(
-            f"mfu ({mfu:g}) is above this layout's bound ({mfu_bound:.3f}), which "
-            "runs every FLOP at the peak"
+            _(
+                "mfu ({mfu}) is above this layout's bound ({bound}), which runs every "
+                "FLOP at the peak"
+            ).format(mfu=f"{mfu:g}", bound=f"{mfu_bound:.3f}")
         )
     return step_seconds * mfu_bound / mfu
 

@@ -16,10 +16,11 @@ import math
 from typing import NamedTuple
 
 from llmmath.config import ModelConfig, readable_signature
+from llmmath.messages import N_
 
 GROUPS = ("embedding", "attention", "ffn", "norm", "lm_head")
 
-NON_EMBEDDING_CONVENTION = (
+NON_EMBEDDING_CONVENTION = N_(
     "non-embedding = total - token embedding - learned position embedding - untied "
     "LM head (the convention of Kaplan et al. 2020, Sec. 2.1, and of the Qwen model "
     "cards)"

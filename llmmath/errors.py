@@ -1,13 +1,17 @@
 """The package's error type, its one positive-integer check, `one_line`, the "did you
 mean" of an unknown name, and the argparse types for counts.
 
-A leaf module (standard library only), so that `llmmath.config` and the sizing rules it
-uses (`llmmath.ffn`) can both import it without importing each other.
+A leaf module (standard library and `llmmath.messages` only), so that `llmmath.config`
+and the sizing rules it uses (`llmmath.ffn`) can both import it without importing each
+other. Its messages are in the reader's language (`llmmath.messages`).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from llmmath.messages import either
+from llmmath.messages import gettext as _
 
 
 class ConfigError(ValueError):
@@ -20,9 +24,17 @@ def check_positive_int(name: str, value: Any) -> None:
     A bool is refused although it is an ``int`` subclass.
     """
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        raise ConfigError(
+            _("{name} must be a positive integer, got {value}").format(
+                name=name, value=repr(value)
+            )
+        )
     if value <= 0:
-        raise ConfigError(f"{name} must be a positive integer, got {value}")
+        raise ConfigError(
+            _("{name} must be a positive integer, got {value}").format(
+                name=name, value=value
+            )
+        )
 
 
 def one_line(message: str) -> str:
@@ -45,12 +57,22 @@ def count_argument(text: str, limit: int = 10**18) -> int:
 
     shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
     if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {shown!r}")
+        raise argparse.ArgumentTypeError(_positive(repr(shown)))
     if len(text) > len(str(limit)) or int(text) > limit:
-        raise argparse.ArgumentTypeError(f"must be at most {limit:,}, got {shown}")
+        raise argparse.ArgumentTypeError(_at_most(limit, shown))
     if int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+        raise argparse.ArgumentTypeError(_positive(text))
     return int(text)
+
+
+def _positive(got: str) -> str:
+    return _("must be a positive integer, got {value}").format(value=got)
+
+
+def _at_most(limit: int, got: str) -> str:
+    return _("must be at most {limit}, got {value}").format(
+        limit=f"{limit:,}", value=got
+    )
 
 
 def closest(word: str, names, n: int = 1) -> list[str]:
@@ -67,9 +89,7 @@ def did_you_mean(names) -> str:
     quoted = [repr(name) for name in names]
     if not quoted:
         return ""
-    listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1])
-    listed += f" or {quoted[-1]}" if len(quoted) > 1 else ""
-    return f" (did you mean {listed}?)"
+    return _(" (did you mean {names}?)").format(names=either(quoted))
 
 
 #: The suffixes `large_count_argument` reads: thousand, million, billion, trillion.
@@ -88,18 +108,24 @@ def large_count_argument(text: str, limit: int = 10**18) -> int:
     import argparse
 
     shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
-    form = "a whole number such as 1000000000, 1e9, 1.5e12 or 15T"
     if len(text) > 100 and text.isascii() and text.isdigit():
-        raise argparse.ArgumentTypeError(f"must be at most {limit:,}, got {shown}")
+        raise argparse.ArgumentTypeError(_at_most(limit, shown))
     mantissa, power = _decimal(text)
     if mantissa is None:
-        raise argparse.ArgumentTypeError(f"must be {form}, got {shown!r}")
+        raise argparse.ArgumentTypeError(
+            _(
+                "must be a whole number such as 1000000000, 1e9, 1.5e12 or 15T, "
+                "got {value}"
+            ).format(value=repr(shown))
+        )
     if mantissa == 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {shown}")
+        raise argparse.ArgumentTypeError(_positive(shown))
     if power < 0:  # mantissa · 10^power is whole when 10^-power divides the mantissa
         if -power > len(str(mantissa)) or mantissa % 10**-power:
             raise argparse.ArgumentTypeError(
-                f"must be a whole number, got {shown} (not an integer)"
+                _("must be a whole number, got {value} (not an integer)").format(
+                    value=shown
+                )
             )
         value = mantissa // 10**-power
     elif len(str(mantissa)) + power > len(str(limit)):
@@ -107,7 +133,7 @@ def large_count_argument(text: str, limit: int = 10**18) -> int:
     else:
         value = mantissa * 10**power
     if value > limit:
-        raise argparse.ArgumentTypeError(f"must be at most {limit:,}, got {shown}")
+        raise argparse.ArgumentTypeError(_at_most(limit, shown))
     return value
 
 

@@ -46,15 +46,22 @@ import copy
 import functools
 import json
 import math
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from llmmath import presets
 from llmmath.config import ConfigError, ModelConfig, parse_config_text
 from llmmath.counting import GROUPS, ParamCount, count_params
-from llmmath.messages import N_, current
+from llmmath.messages import N_, current, join
 from llmmath.messages import gettext as _
+from llmmath.reports import GROUP_LABELS
+from llmmath.reports import (  # the labels of other modules' rows, shared with the CLI
+    ITEM_LABELS as ITEM_LABELS,
+)
+from llmmath.reports import (
+    ITEM_PATTERNS as ITEM_PATTERNS,
+)
+from llmmath.reports import item_label as _item
 
 #: One colour per parameter group, used by the figures (`llmmath.plots`) and the
 # explorers.
@@ -64,13 +71,6 @@ GROUP_COLORS = {
     "ffn": "#55a868",
     "norm": "#c44e52",
     "lm_head": "#8172b3",
-}
-GROUP_LABELS = {
-    "embedding": N_("embedding"),
-    "attention": N_("attention"),
-    "ffn": N_("FFN"),
-    "norm": N_("norms"),
-    "lm_head": N_("LM head"),
 }
 BAR_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
 #: The explorers' views name colours of the front end's palette, not hex codes:
@@ -85,62 +85,6 @@ GROUP_PALETTE = dict(zip(GROUP_COLORS, PALETTE))
 FORMATS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 
 View = dict[str, Any]
-
-#: Row labels that other modules write (`llmmath.training.training_peak`'s items and
-#: moments, `llmmath.training.training_memory`'s parts at rest,
-#: `llmmath.parallel.Plan`'s model state and step times), translated where shown.
-ITEM_LABELS = (
-    N_("weights"),
-    N_("gradients"),
-    N_("optimizer state"),
-    N_("activations"),
-    N_("activations of the layers"),
-    N_("head"),
-    N_("logits and loss"),
-    N_("fp32 logits (the loss's copy)"),
-    N_("a chunk of logits (the fused loss)"),
-    N_("gradients so far"),
-    N_("gradients of the logits (fp32, two)"),
-    N_("logits held by the output"),
-    N_("gradient of the logits"),
-    N_("gradient of the hidden state"),
-    N_("activations not yet freed"),
-    N_("the layer's gradient temporaries"),
-    N_("the norm's gradient temporaries"),
-    N_("optimizer temporaries"),
-    N_("forward: the loss"),
-    N_("backward: the loss"),
-    N_("backward: the LM head"),
-    N_("backward: the final norm"),
-    N_("optimizer step"),
-    N_("gradients (bf16)"),
-    N_("optimizer (fp32 master, m, v)"),
-    N_("compute"),
-    N_("pipeline bubble"),
-    N_("tensor parallel"),
-    N_("pipeline sends"),
-    N_("expert all-to-all"),
-    N_("data parallel (exposed)"),
-)
-#: Those with numbers in them: the English pattern and its message.
-ITEM_PATTERNS = (
-    (r"weights \((?P<format>[^)]+)\)", N_("weights ({format})")),
-    (r"gradients \((?P<format>[^)]+)\)", N_("gradients ({format})")),
-    (r"backward: layer (?P<i>\d+)", N_("backward: layer {i}")),
-)
-
-
-def _item(label: str) -> str:
-    """A row label written by another module, in the current language (as it is when
-    the catalogue does not know it)."""
-    if label in ITEM_LABELS:
-        return _(label)
-    for pattern, message in ITEM_PATTERNS:
-        found = re.fullmatch(pattern, label)
-        if found:
-            return _(message).format(**found.groupdict())
-    return label
-
 
 # --- state ----------------------------------------------------------------------------
 
@@ -205,7 +149,7 @@ def _choice(state: Mapping, name: str, allowed, default):
     if value not in allowed:
         raise ConfigError(
             _("{name} must be one of {allowed}; got {value}").format(
-                name=name, allowed=", ".join(map(str, allowed)), value=repr(value)
+                name=name, allowed=join(map(str, allowed)), value=repr(value)
             )
         )
     return value
@@ -303,7 +247,7 @@ def _domain(control: Mapping) -> str:
     kind = control["type"]
     if kind == "select":
         return _("one of {values}").format(
-            values=", ".join(str(pair[0]) for pair in control["options"])
+            values=join(str(pair[0]) for pair in control["options"])
         )
     if kind == "check":
         return _("true or false")
@@ -1122,7 +1066,7 @@ def roofline(state: Mapping) -> View:
             "mode": "line",
             "color": INK,
             "label": _("{gpu} (dashed: {others})").format(
-                gpu=gpu.name, others=", ".join(others)
+                gpu=gpu.name, others=join(others)
             ),
         },
         {"points": [point(s) for s in curve], "mode": "line", "color": PALETTE[0]},
@@ -1449,11 +1393,15 @@ def explore(kind: str, state: Mapping) -> View:
     """
     if kind not in EXPLORERS:
         raise ConfigError(
-            f"unknown explorer {kind!r}; explorers: {', '.join(EXPLORERS)}"
+            _("unknown explorer {kind}; explorers: {names}").format(
+                kind=repr(kind), names=join(EXPLORERS)
+            )
         )
     if not isinstance(state, Mapping):
         raise ConfigError(
-            f"an explorer's state must be a dict, got {type(state).__name__}"
+            _("an explorer's state must be a dict, got {type}").format(
+                type=type(state).__name__
+            )
         )
     view = _run(kind, state)
     if "error" not in view and not _illegal(view):
@@ -1751,7 +1699,7 @@ def layout(state: Mapping) -> View:
                     model="Llama 3 405B",
                     model_pp=16,
                     model_layers=126,
-                    source="Llama 3 report, Sec. 3.3.2",
+                    source=_("Llama 3 report, Sec. 3.3.2"),
                 )
             ),
         ],

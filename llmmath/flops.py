@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from llmmath.config import ConfigError, ModelConfig, check_positive_int
+from llmmath.config import ConfigError, ModelConfig, check_positive_int, one_of
+from llmmath.messages import gettext as _
 
 
 @dataclass(frozen=True)
@@ -148,9 +149,9 @@ def mla_decode_flops(cfg: ModelConfig, context: int, form: str = "absorbed") -> 
     """
     check_positive_int("context", context)
     if not cfg.is_mla:
-        raise ConfigError("mla_decode_flops needs multi-head latent attention")
+        raise ConfigError(_("mla_decode_flops needs multi-head latent attention"))
     if form not in MLA_FORMS:
-        raise ConfigError(f"form must be one of {', '.join(MLA_FORMS)}; got {form!r}")
+        raise ConfigError(one_of("form", MLA_FORMS, form))
     n_h, d_n, d_r, d_v, d_c, H = (
         cfg.num_attention_heads,
         cfg.qk_nope_head_dim,
@@ -316,9 +317,7 @@ def forward_flops_per_token(
         full.
     """
     if attention not in ATTENTION_MODES:
-        raise ConfigError(
-            f"attention must be one of {', '.join(ATTENTION_MODES)}; got {attention!r}"
-        )
+        raise ConfigError(one_of("attention", ATTENTION_MODES, attention))
     pairs = _pairs_over_layers(cfg, seq_len, attention == "causal")
     per_pair = 2 * cfg.num_attention_heads * (cfg.head_dim + _value_dim(cfg))
     return ForwardFlops(
@@ -418,5 +417,9 @@ def training_days(
     each at model FLOPs utilization ``mfu`` (0 < mfu ≤ 1)."""
     check_positive_int("gpus", gpus)
     if not 0 < mfu <= 1:
-        raise ConfigError(f"mfu must be in (0, 1], got {mfu!r}")
+        raise ConfigError(
+            _("{name} must be in (0, 1], got {value}").format(
+                name="mfu", value=repr(mfu)
+            )
+        )
     return float(total_flops) / (gpus * peak_flops * mfu) / 86400

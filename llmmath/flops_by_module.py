@@ -56,7 +56,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmmath.config import ConfigError, ModelConfig, check_positive_int
+from llmmath.config import ConfigError, ModelConfig, check_positive_int, one_of
 from llmmath.flops import ATTENTION_MODES, _query_weights, _value_dim, attention_pairs
 
 RECOMPUTE_MODES = ("none", "selective", "full")
@@ -153,13 +153,9 @@ def module_flops(
     check_positive_int("seq_len", seq_len)
     check_positive_int("batch", batch)
     if attention not in ATTENTION_MODES:
-        raise ConfigError(
-            f"attention must be one of {', '.join(ATTENTION_MODES)}; got {attention!r}"
-        )
+        raise ConfigError(one_of("attention", ATTENTION_MODES, attention))
     if recompute not in RECOMPUTE_MODES:
-        raise ConfigError(
-            f"recompute must be one of {', '.join(RECOMPUTE_MODES)}; got {recompute!r}"
-        )
+        raise ConfigError(one_of("recompute", RECOMPUTE_MODES, recompute))
     tokens = batch * seq_len
     causal = attention == "causal"
 
@@ -236,15 +232,27 @@ def by_module_report(
 def format_by_module(report: dict) -> str:
     """`by_module_report` as a plain-text table: the modules of each run of alike
     layers once (per layer), then the totals."""
+    from llmmath.messages import N_, ljust, rjust
+    from llmmath.messages import gettext as _
+
     cols = ("forward", "backward", "recompute", "training")
-    head = f"  {'module':<34}" + "".join(f"{c:>22}" for c in cols)
+    names = (N_("forward"), N_("backward"), N_("recompute"), N_("training"))
+    head = "  " + ljust(_("module"), 34) + "".join(rjust(_(c), 22) for c in names)
 
     def line(label: str, r: dict) -> str:
-        return f"  {label:<34}" + "".join(f"{r[c]:>22,}" for c in cols)
+        return f"  {ljust(label, 34)}" + "".join(f"{r[c]:>22,}" for c in cols)
 
     out = [
-        f"{report['model']}: FLOPs of {report['batch']:,} x {report['seq_len']:,} "
-        f"tokens ({report['attention']} attention, recompute {report['recompute']})",
+        _(
+            "{model}: FLOPs of {batch} x {t} tokens ({attention} attention, "
+            "recompute {recompute})"
+        ).format(
+            model=report["model"],
+            batch=f"{report['batch']:,}",
+            t=f"{report['seq_len']:,}",
+            attention=report["attention"],
+            recompute=report["recompute"],
+        ),
         head,
     ]
     by_layer: dict[int, list[dict]] = {}
@@ -269,14 +277,16 @@ def format_by_module(report: dict) -> str:
         while end + 1 < len(layers) and shape(layers[end + 1]) == shape(layers[start]):
             end += 1
         span = (
-            f"layer {layers[start]}"
+            _("layer {i}:").format(i=layers[start])
             if end == start
-            else f"layers {layers[start]}-{layers[end]}, each"
+            else _("layers {first}-{last}, each:").format(
+                first=layers[start], last=layers[end]
+            )
         )
-        out.append(f"  {span}:")
+        out.append(f"  {span}")
         for r in by_layer[layers[start]]:
             out.append(line("  " + r["name"].split(".", 2)[2], r))
         start = end + 1
     out.append(line("lm_head", report["modules"][-1]))
-    out.append(line("total", report["total"]))
+    out.append(line(_("total"), report["total"]))
     return "\n".join(out)

@@ -56,6 +56,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from llmmath.messages import N_, Message, join
+from llmmath.messages import gettext as _
+
 
 @dataclass(frozen=True)
 class GPU:
@@ -531,11 +534,11 @@ def _unknown(text: str) -> str:
         by_key.setdefault(chip, _family_pick(family).name)
     near = closest(text.lower()[:MAX_NAME], list(by_key), n=3)
     names = list(dict.fromkeys(by_key[k] for k in near))
-    return (
+    return _(
         "must be a GPU of the catalogue: a name in any case, or a short name that "
-        f"names one (h100, H200, a100-80gb, mi300x, 4090); got {_shown(text)}"
-        f"{did_you_mean(names)}; GPUs: {', '.join(GPUS)}"
-    )
+        "names one (h100, H200, a100-80gb, mi300x, 4090); got {value}{hint}; GPUs: "
+        "{names}"
+    ).format(value=_shown(text), hint=did_you_mean(names), names=join(GPUS))
 
 
 def _resolve(text: str) -> GPUMatch | str:
@@ -552,17 +555,25 @@ def _resolve(text: str) -> GPUMatch | str:
     if len({_parts(g.name)[0] for g in matches}) > 1:
         from llmmath.errors import did_you_mean
 
-        return (
-            f"must name one GPU of the catalogue; {_shown(text)} names "
-            f"{len(matches)}{did_you_mean([g.name for g in matches])}"
+        return _("must name one GPU of the catalogue; {value} names {n}{hint}").format(
+            value=_shown(text),
+            n=len(matches),
+            hint=did_you_mean([g.name for g in matches]),
         )
     pick = _family_pick(matches)
     others = ", ".join(g.name for g in matches if g is not pick)
     return GPUMatch(
-        pick,
-        f"{_shown(text)} read as {pick.name} (also {others}): within one family the "
-        "SXM board first, then the most memory; name another to choose it",
+        pick, Message(FAMILY_NOTE, value=_shown(text), pick=pick.name, others=others)
     )
+
+
+#: The note of a name the family rule read (`GPUMatch.note`): English in a JSON
+#: report, in the reader's language where a text report shows it
+#: (`llmmath.messages.translated`).
+FAMILY_NOTE = N_(
+    "{value} read as {pick} (also {others}): within one family the SXM board first, "
+    "then the most memory; name another to choose it"
+)
 
 
 def match_gpu(name: str | GPU) -> GPUMatch:
@@ -578,10 +589,12 @@ def match_gpu(name: str | GPU) -> GPUMatch:
     from llmmath.errors import ConfigError
 
     if not isinstance(name, str):
-        raise ConfigError(f"gpu must be a GPU's name, got {type(name).__name__}")
+        raise ConfigError(
+            _("gpu must be a GPU's name, got {type}").format(type=type(name).__name__)
+        )
     found = _resolve(name)
     if isinstance(found, str):
-        raise ConfigError(f"gpu {found}")
+        raise ConfigError(_("gpu {rule}").format(rule=found))
     return found
 
 
@@ -597,8 +610,9 @@ def gpu_argument(text: str) -> str:
     return text
 
 
-#: One line for ``--help``: what ``--gpu`` takes.
-GPU_HELP = (
+#: One line for ``--help``: what ``--gpu`` takes (marked for translation: shown as
+#: ``_(GPU_HELP)``).
+GPU_HELP = N_(
     "a GPU of the catalogue (llmmath.gpus), any case, or a short name that names one "
     "(h100, H200, a100-80gb, mi300x, 4090; a family's name picks its SXM board, then "
     "the most memory)"

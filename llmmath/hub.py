@@ -33,8 +33,12 @@ from llmmath.config import (
     ConfigError,
     ModelConfig,
     _too_big,
+    not_json,
     parse_config_text,
+    unreadable,
 )
+from llmmath.messages import gettext as _
+from llmmath.messages import join
 
 #: ``org/name``: ASCII letters, digits, ``-``, ``_`` and ``.``, at most 96 characters
 #: each side, no ``--`` or ``..`` (huggingface_hub's ``validate_repo_id`` rules; a
@@ -59,9 +63,11 @@ def check_repo_id(model: str) -> str:
         or any("--" in p or ".." in p for p in parts)
     ):
         raise ConfigError(
-            f"model {model!r} is no file, no preset and no hub id: a hub id is "
-            "org/name (letters, digits, '-', '_', '.'; no '--' or '..'; at most 96 "
-            "characters each side)"
+            _(
+                "model {model} is no file, no preset and no hub id: a hub id is "
+                "org/name (letters, digits, '-', '_', '.'; no '--' or '..'; at most "
+                "96 characters each side)"
+            ).format(model=repr(model))
         )
     return model
 
@@ -71,8 +77,11 @@ def check_revision(revision: str) -> str:
     `ConfigError` (no ``..``, no leading ``/`` or ``-``, no trailing ``/``)."""
     if not REVISION.fullmatch(revision) or ".." in revision or revision.endswith("/"):
         raise ConfigError(
-            f"--revision {revision!r} must be a commit hash or a branch or tag name "
-            "(letters, digits, '-', '_', '.', '/'; no '..'; at most 255 characters)"
+            _(
+                "--revision {revision} must be a commit hash or a branch or tag name "
+                "(letters, digits, '-', '_', '.', '/'; no '..'; at most 255 "
+                "characters)"
+            ).format(revision=repr(revision))
         )
     return revision
 
@@ -103,7 +112,9 @@ def download_allowed(environ: os._Environ | dict | None = None) -> bool:
     if value in ("", "0", "false", "no", "off"):
         return False
     raise ConfigError(
-        f"{DOWNLOAD_ENV} must be 1 (download allowed) or 0, got {value!r}"
+        _("{name} must be 1 (download allowed) or 0, got {value}").format(
+            name=DOWNLOAD_ENV, value=repr(value)
+        )
     )
 
 
@@ -154,40 +165,63 @@ def cached_config_path(repo_id: str, revision: str, cache: str) -> str | None:
     except (OSError, ValueError):  # a ref it cannot read: `_not_cached` says which
         return None
     if found is _CACHED_NO_EXIST:
-        raise ConfigError(
-            f"model {repo_id!r} has no {FILENAME} at revision {revision!r}"
-        )
+        raise ConfigError(_no_file(_model(repo_id), revision))
     return found if isinstance(found, str) else None
+
+
+def _model(repo_id: str) -> str:
+    return _("model {model}").format(model=repr(repo_id))
+
+
+def _no_file(who: str, revision: str) -> str:
+    return _("{who} has no {file} at revision {revision}").format(
+        who=who, file=FILENAME, revision=repr(revision)
+    )
 
 
 def _not_cached(repo_id: str, revision: str, cache: str) -> ConfigError:
     """Why the cache has no config.json for ``repo_id`` at ``revision``."""
     repo = _repo_folder(cache, repo_id)
-    fetch = (
-        f"set {DOWNLOAD_ENV}=1 to fetch its {FILENAME}, or run "
-        f"`hf download {repo_id} {FILENAME}`"
+    fetch = _("set {name}=1 to fetch its {file}, or run `{command}`").format(
+        name=DOWNLOAD_ENV, file=FILENAME, command=f"hf download {repo_id} {FILENAME}"
     )
     if not os.path.isdir(repo):
         return ConfigError(
-            f"model {repo_id!r} is not in the local hub cache ({cache}); {fetch}"
+            _("{who} is not in the local hub cache ({cache}); {fetch}").format(
+                who=_model(repo_id), cache=cache, fetch=fetch
+            )
         )
     held = _read_ref(repo, revision)
-    where = f"refs/{revision} of model {repo_id!r} in the local hub cache"
+    where = _("refs/{revision} of model {model} in the local hub cache").format(
+        revision=revision, model=repr(repo_id)
+    )
     if isinstance(held, (OSError, ValueError)):
-        why = held.strerror if isinstance(held, OSError) else "not UTF-8 text"
+        why = held.strerror if isinstance(held, OSError) else _("not UTF-8 text")
         return ConfigError(
-            f"{where} cannot be read ({why or held}); delete that file, then {fetch}"
+            _("{where} cannot be read ({why}); delete that file, then {fetch}").format(
+                where=where, why=why or held, fetch=fetch
+            )
         )
     if held is not None and not COMMIT.fullmatch(held):
         shown = held if len(held) <= 80 else f"{held[:40]}...{held[-10:]}"
         return ConfigError(
-            f"{where} is corrupt: it holds {shown!r}, not a commit hash (40 hex "
-            f"digits); delete that file, then {fetch}"
+            _(
+                "{where} is corrupt: it holds {value}, not a commit hash (40 hex "
+                "digits); delete that file, then {fetch}"
+            ).format(where=where, value=repr(shown), fetch=fetch)
         )
     if held is not None:
         return ConfigError(
-            f"revision {revision!r} of model {repo_id!r} is commit {held}, whose "
-            f"{FILENAME} is not in the local hub cache; {fetch}"
+            _(
+                "revision {revision} of model {model} is commit {commit}, whose "
+                "{file} is not in the local hub cache; {fetch}"
+            ).format(
+                revision=repr(revision),
+                model=repr(repo_id),
+                commit=held,
+                file=FILENAME,
+                fetch=fetch,
+            )
         )
     top = os.path.join(repo, "refs")
     refs = sorted(
@@ -195,10 +229,12 @@ def _not_cached(repo_id: str, revision: str, cache: str) -> ConfigError:
         for folder, _, names in os.walk(top)
         for name in names
     )
-    known = f" (cached: {', '.join(refs)})" if refs else ""
+    known = _(" (cached: {refs})").format(refs=join(refs)) if refs else ""
     return ConfigError(
-        f"revision {revision!r} of model {repo_id!r} is not in the local hub cache"
-        f"{known}; {fetch}"
+        _(
+            "revision {revision} of model {model} is not in the local hub cache"
+            "{known}; {fetch}"
+        ).format(revision=repr(revision), model=repr(repo_id), known=known, fetch=fetch)
     )
 
 
@@ -215,31 +251,39 @@ def download_config(repo_id: str, revision: str, cache: str) -> str:
         from huggingface_hub import errors
     except ImportError:
         raise ConfigError(
-            f"{DOWNLOAD_ENV}=1 needs huggingface_hub (pip install huggingface_hub); "
-            "without it llmmath reads only the local hub cache"
+            _(
+                "{name}=1 needs huggingface_hub (pip install huggingface_hub); "
+                "without it llmmath reads only the local hub cache"
+            ).format(name=DOWNLOAD_ENV)
         ) from None
-    who = f"model {repo_id!r}"
+    who = _model(repo_id)
     try:
         return huggingface_hub.hf_hub_download(
             repo_id, FILENAME, revision=revision, cache_dir=cache
         )
     except errors.GatedRepoError:
-        message = (
-            f"{who} is gated: accept its terms on its hub page, then `hf auth login`"
-        )
+        message = _(
+            "{who} is gated: accept its terms on its hub page, then `hf auth login`"
+        ).format(who=who)
     except errors.RepositoryNotFoundError:
-        message = f"{who} is not on the hub, or is private (log in: `hf auth login`)"
+        message = _(
+            "{who} is not on the hub, or is private (log in: `hf auth login`)"
+        ).format(who=who)
     except errors.RevisionNotFoundError:
-        message = f"{who} has no revision {revision!r} on the hub"
-    except (errors.OfflineModeIsEnabled, errors.LocalEntryNotFoundError):
-        message = (
-            f"cannot fetch {FILENAME} of {who}: no connection to the hub, or "
-            "HF_HUB_OFFLINE is set"
+        message = _("{who} has no revision {revision} on the hub").format(
+            who=who, revision=repr(revision)
         )
+    except (errors.OfflineModeIsEnabled, errors.LocalEntryNotFoundError):
+        message = _(
+            "cannot fetch {file} of {who}: no connection to the hub, or "
+            "HF_HUB_OFFLINE is set"
+        ).format(file=FILENAME, who=who)
     except errors.EntryNotFoundError:  # on the hub (the local one is caught above)
-        message = f"{who} has no {FILENAME} at revision {revision!r}"
+        message = _no_file(who, revision)
     except (OSError, ValueError) as e:  # HTTP errors, bad ids the hub refuses, disk
-        message = f"cannot fetch {FILENAME} of {who}: {type(e).__name__}: {e}"
+        message = _("cannot fetch {file} of {who}: {error}").format(
+            file=FILENAME, who=who, error=f"{type(e).__name__}: {e}"
+        )
     raise ConfigError(message)
 
 
@@ -262,16 +306,18 @@ def load_config(
         if not (download_allowed() if download is None else download):
             raise _not_cached(repo_id, revision, cache)
         path = download_config(repo_id, revision, cache)
-    source = f"{FILENAME} of {repo_id!r} at {revision!r}"
+    source = _("{file} of {model} at {revision}").format(
+        file=FILENAME, model=repr(repo_id), revision=repr(revision)
+    )
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as e:
-        raise ConfigError(f"{source} cannot be read ({e.strerror or e})") from None
+        raise ConfigError(unreadable(source, e.strerror or e)) from None
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(_too_big(source))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"{source} is not valid JSON ({e})") from None
+        raise ConfigError(not_json(source, e)) from None
     return ModelConfig.from_hf_config(parse_config_text(text, source))

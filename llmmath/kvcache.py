@@ -35,7 +35,8 @@ Explained in the chapters *The KV cache* (``chapters/07_kv_cache.ipynb``) and
 
 from __future__ import annotations
 
-from llmmath.config import ConfigError, ModelConfig, check_positive_int
+from llmmath.config import ConfigError, ModelConfig, check_positive_int, one_of
+from llmmath.messages import gettext as _
 from llmmath.units import bytes_of
 
 LAYOUTS = ("latent", "expanded")
@@ -51,7 +52,7 @@ LATENT_CACHE_SINCE = "5.15.0"
 
 def _check_layout(layout: str) -> None:
     if layout not in LAYOUTS:
-        raise ConfigError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
+        raise ConfigError(one_of("layout", LAYOUTS, layout))
 
 
 def cached_tokens_per_layer(
@@ -187,8 +188,12 @@ def attention_cache_values(
     check_positive_int("num_key_value_heads", num_key_value_heads)
     if n_h % num_key_value_heads:
         raise ConfigError(
-            f"num_attention_heads ({n_h}) must be divisible by num_key_value_heads "
-            f"({num_key_value_heads})"
+            _("{name} ({n}) must be divisible by {other} ({m})").format(
+                name="num_attention_heads",
+                n=n_h,
+                other="num_key_value_heads",
+                m=num_key_value_heads,
+            )
         )
     if kv_lora_rank is None:
         kv_lora_rank = cfg.kv_lora_rank if cfg.is_mla else 4 * cfg.head_dim

@@ -48,6 +48,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from llmmath.config import ConfigError, ModelConfig
+from llmmath.messages import N_, gettext
 from llmmath.roofline import GPU, decode_step, prefill_step
 
 #: Runs above this many parameters are refused on the CPU (fp32 weights and seconds per
@@ -236,17 +237,18 @@ def static_step_refusal(cfg: ModelConfig) -> str | None:
     windows, learned positions, other norm layouts and soft-capped attention scores are
     left out."""
     reasons = (
-        (cfg.is_mla, "multi-head latent attention"),
-        (cfg.is_moe, "a mixture of experts (routing picks rows by value)"),
-        (cfg.position_embedding_type != "rope", "learned positions"),
+        (cfg.is_mla, N_("multi-head latent attention")),
+        (cfg.is_moe, N_("a mixture of experts (routing picks rows by value)")),
+        (cfg.position_embedding_type != "rope", N_("learned positions")),
         (
             cfg.sliding_window is not None or cfg.layer_types is not None,
-            "sliding-window attention",
+            N_("sliding-window attention"),
         ),
-        (cfg.norm_layout != "pre", f"the {cfg.norm_layout!r} norm layout"),
-        (cfg.attn_logit_softcapping is not None, "soft-capped attention scores"),
+        (cfg.norm_layout != "pre", N_("the {layout} norm layout")),
+        (cfg.attn_logit_softcapping is not None, N_("soft-capped attention scores")),
     )
-    return next((why for has, why in reasons if has), None)
+    why = next((why for has, why in reasons if has), None)
+    return None if why is None else gettext(why).format(layout=repr(cfg.norm_layout))
 
 
 class StaticCache:
@@ -475,8 +477,15 @@ def check_fits(name: str, needed: int, free: int, device: str) -> None:
         ConfigError: one line saying both, when they do not."""
     if needed > free:
         raise ConfigError(
-            f"{name} needs {needed / 10**9:,.2f} GB on {device} (weights, static KV "
-            f"cache, prefill workspace) but {free / 10**9:,.2f} GB is free"
+            gettext(
+                "{name} needs {needed} GB on {device} (weights, static KV cache, "
+                "prefill workspace) but {free} GB is free"
+            ).format(
+                name=name,
+                needed=f"{needed / 10**9:,.2f}",
+                device=device,
+                free=f"{free / 10**9:,.2f}",
+            )
         )
 
 
@@ -565,7 +574,11 @@ def device_report(
 
     refusal = static_step_refusal(cfg)
     if refusal:
-        raise ConfigError(f"measure's static-cache step cannot run {name}: {refusal}")
+        raise ConfigError(
+            gettext("measure's static-cache step cannot run {name}: {why}").format(
+                name=name, why=refusal
+            )
+        )
     need = needed_bytes(cfg, dtype, batch, cache_length(context, steps), context)
     free = probe.free_bytes()
     check_fits(name, sum(need.values()), free, probe.name())
@@ -658,7 +671,9 @@ def measure_report(
         device = "cuda" if cuda_available() else "cpu"
     if device == "cuda" and not cuda_available():
         raise ConfigError(
-            f"torch {torch.__version__} sees no CUDA GPU; --device cpu measures the CPU"
+            gettext(
+                "torch {version} sees no CUDA GPU; --device cpu measures the CPU"
+            ).format(version=torch.__version__)
         )
     default = (DEFAULT_MODEL, reference_config()) if device == "cpu" else None
     if model is None and default is None:
@@ -667,8 +682,9 @@ def measure_report(
     n = count_params(cfg).total
     if device == "cpu" and n > MAX_PARAMS:
         raise ConfigError(
-            f"model has {n:,} parameters; measure runs at most {MAX_PARAMS:,} on the "
-            "CPU"
+            gettext(
+                "model has {n} parameters; measure runs at most {limit} on the CPU"
+            ).format(n=f"{n:,}", limit=f"{MAX_PARAMS:,}")
         )
     cpu = device == "cpu"
     prompt = prompt or (64 if cpu else CUDA_CONTEXT)

@@ -19,6 +19,7 @@ from llmmath.config import ConfigError, ModelConfig, check_positive_int
 from llmmath.counting import count_params
 from llmmath.gpus import DEFAULT_GPU, GPUS
 from llmmath.kvcache import kv_cache_bytes, kv_cache_bytes_per_token
+from llmmath.messages import gettext as _
 from llmmath.units import bytes_of
 
 
@@ -209,7 +210,11 @@ def activation_bytes_per_layer(
     if layer is not None and (
         isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < L
     ):
-        raise ConfigError(f"layer must be an integer in 0 .. {L - 1}, got {layer!r}")
+        raise ConfigError(
+            _("{name} must be an integer in 0 .. {last}, got {value}").format(
+                name="layer", last=L - 1, value=repr(layer)
+            )
+        )
     moe = cfg.num_moe_layers > 0 and layer not in cfg.dense_layers
     q, kv, a = (
         cfg.num_attention_heads * cfg.head_dim,

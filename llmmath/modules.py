@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from llmmath.config import ConfigError, ModelConfig
+from llmmath.messages import gettext
 from llmmath.rope import apply_rope, rope_cos_sin, rope_inv_freq, scaled_inv_freq
 
 ACTIVATIONS = {
@@ -371,8 +372,10 @@ def mha_to_gqa(attn: Attention, num_key_value_heads: int) -> Attention:
     old = attn.cfg
     if old.num_key_value_heads % num_key_value_heads:
         raise ConfigError(
-            f"num_key_value_heads ({num_key_value_heads}) must divide the current "
-            f"num_key_value_heads ({old.num_key_value_heads})"
+            gettext(
+                "num_key_value_heads ({n}) must divide the current num_key_value_heads "
+                "({m})"
+            ).format(n=num_key_value_heads, m=old.num_key_value_heads)
         )
     cfg = old.replace(num_key_value_heads=num_key_value_heads, head_dim=old.head_dim)
     with torch.random.fork_rng(devices=[]):  # its random init is overwritten below
@@ -572,8 +575,10 @@ class DecoderLM(nn.Module):
             and end > self.cfg.max_position_embeddings
         ):
             raise ConfigError(
-                f"position {end - 1} is beyond max_position_embeddings "
-                f"({self.cfg.max_position_embeddings}) of the learned position table"
+                gettext(
+                    "position {position} is beyond max_position_embeddings ({n}) of "
+                    "the learned position table"
+                ).format(position=end - 1, n=self.cfg.max_position_embeddings)
             )
         x = self.embed_tokens(input_ids)
         if self.cfg.embedding_scale:  # Gemma: times √H, no parameters

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmmath.config import NORM_TYPES, ConfigError, check_positive_int
+from llmmath.config import NORM_TYPES, ConfigError, check_positive_int, one_of
 from llmmath.units import bytes_of
 
 FLOPS_PER_FEATURE = {"rmsnorm": 4, "layernorm": 7}
@@ -53,9 +53,7 @@ def norm_cost(
         dtype.
     """
     if norm_type not in NORM_TYPES:
-        raise ConfigError(
-            f"norm_type must be one of {', '.join(NORM_TYPES)}; got {norm_type!r}"
-        )
+        raise ConfigError(one_of("norm_type", NORM_TYPES, norm_type))
     check_positive_int("hidden_size", hidden_size)
     check_positive_int("tokens", tokens)
     flops = FLOPS_PER_FEATURE[norm_type] * hidden_size * tokens

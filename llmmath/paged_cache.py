@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from llmmath.config import ConfigError, ModelConfig, check_positive_int
 from llmmath.kvcache import kv_cache_bytes, kv_cache_bytes_per_token
+from llmmath.messages import gettext as _
 
 
 def blocks_for(tokens: int, block_size: int) -> int:
@@ -101,7 +102,11 @@ def shared_prefix_blocks(
     check_positive_int("sequences", sequences)
     check_positive_int("prefix", prefix)
     if isinstance(suffix, bool) or not isinstance(suffix, int) or suffix < 0:
-        raise ConfigError(f"suffix must be a non-negative integer, got {suffix!r}")
+        raise ConfigError(
+            _("{name} must be a non-negative integer, got {value}").format(
+                name="suffix", value=repr(suffix)
+            )
+        )
     each = blocks_for(prefix + suffix, block_size)
     shared = prefix // block_size
     return sequences * each, shared + sequences * (each - shared)
@@ -127,7 +132,7 @@ class BlockTable:
 
     def _take(self) -> int:
         if not self.free:
-            raise ConfigError("out of KV cache blocks")
+            raise ConfigError(_("out of KV cache blocks"))
         block = self.free.pop()
         self.refs[block] = 1
         return block
@@ -150,7 +155,7 @@ class BlockTable:
         """Write ``tokens`` more tokens of ``seq``: into its last block while it has
         room (copying it first if shared), then into new blocks."""
         table, b = self.tables[seq], self.block_size
-        for _ in range(tokens):
+        for _token in range(tokens):
             if self.lengths[seq] % b == 0:
                 table.append(self._take())
             elif self.refs[table[-1]] > 1:  # copy on write

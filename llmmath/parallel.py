@@ -46,6 +46,8 @@ from llmmath.counting import TensorCount, count_params
 from llmmath.flops import forward_flops_per_token
 from llmmath.gpus import DEFAULT_GPU, GPU, GPUS, gpu_named
 from llmmath.memory import MIXED_PRECISION_ADAM, activation_bytes_per_layer
+from llmmath.messages import either, join
+from llmmath.messages import gettext as _
 
 #: Bytes per parameter of mixed-precision Adam (`llmmath.memory.MIXED_PRECISION_ADAM`):
 #: 2 (bf16 weights) + 2 (bf16 gradients) + 12 (fp32 master weights, m and v).
@@ -164,9 +166,12 @@ def cluster(name: str | Cluster) -> Cluster:
             return found
     names = [c.gpu.name for c in CLUSTERS.values()]
     raise ConfigError(
-        f"gpu must be a GPU with a cluster: {', '.join(names[:-1])} or {names[-1]} "
-        f"(short: {', '.join(CLUSTERS)}); got {name!r}, the {gpu.name}, whose nodes' "
-        "links and network the book does not describe"
+        _(
+            "gpu must be a GPU with a cluster: {names} (short: {short}); got {value}, "
+            "the {gpu}, whose nodes' links and network the book does not describe"
+        ).format(
+            names=either(names), short=join(CLUSTERS), value=repr(name), gpu=gpu.name
+        )
     )
 
 
@@ -235,7 +240,11 @@ class Collective:
 
 def _check_zero(stage: int) -> None:
     if isinstance(stage, bool) or stage not in ZERO_STAGES:
-        raise ConfigError(f"zero must be 0, 1, 2 or 3, got {stage!r}")
+        raise ConfigError(
+            _("{name} must be {allowed}, got {value}").format(
+                name="zero", allowed=either(map(str, ZERO_STAGES)), value=repr(stage)
+            )
+        )
 
 
 def zero_model_state_bytes(params: int, ranks: int, stage: int) -> dict[str, int]:
@@ -291,7 +300,11 @@ def shard_size(n: int, parts: int, rank: int) -> int:
     of ⌈n/parts⌉, the last ones shorter or empty."""
     check_positive_int("parts", parts)
     if not 0 <= rank < parts:
-        raise ConfigError(f"rank must be between 0 and {parts - 1}, got {rank}")
+        raise ConfigError(
+            _("{name} must be between {low} and {high}, got {value}").format(
+                name="rank", low=0, high=parts - 1, value=rank
+            )
+        )
     chunk = _ceil_div(n, parts)
     return max(0, min(chunk, n - rank * chunk))
 
@@ -330,8 +343,11 @@ def tp_numel(tensor: TensorCount, tp: int, rank: int = 0) -> int:
     dim = 0 if split == "column" else 1
     if shape[dim] % tp:
         raise ConfigError(
-            f"{tensor.name} has {shape[dim]} {'output' if dim == 0 else 'input'} "
-            f"features, not divisible by tp ({tp})"
+            (
+                _("{name} has {n} output features, not divisible by tp ({tp})")
+                if dim == 0
+                else _("{name} has {n} input features, not divisible by tp ({tp})")
+            ).format(name=tensor.name, n=shape[dim], tp=tp)
         )
     return tensor.numel // tp
 
@@ -379,8 +395,7 @@ def stage_params(
     check_layout(cfg, tp * pp, 1, tp, pp, ep=1)
     if cfg.is_moe and cfg.num_local_experts % ep:
         raise ConfigError(
-            f"num_local_experts ({cfg.num_local_experts}) must be divisible by "
-            f"ep ({ep})"
+            _divisible("num_local_experts", cfg.num_local_experts, "ep", ep)
         )
     per = cfg.num_hidden_layers // pp
     layers = range(stage * per, (stage + 1) * per)
@@ -533,7 +548,9 @@ def pipeline_bubble(
     if of == "ideal":
         return Fraction(stages - 1, chunks * micro_batches)
     if of != "step":
-        raise ConfigError(f"of must be 'step' or 'ideal'; got {of!r}")
+        raise ConfigError(
+            _("of must be 'step' or 'ideal'; got {value}").format(value=repr(of))
+        )
     return Fraction(stages - 1, chunks * micro_batches + stages - 1)
 
 
@@ -609,7 +626,7 @@ def expert_all_to_all_payload(
         ConfigError: ``cfg`` is not a mixture of experts."""
     if not cfg.is_moe:
         raise ConfigError(
-            "expert parallelism needs a mixture of experts (num_local_experts)"
+            _("expert parallelism needs a mixture of experts (num_local_experts)")
         )
     check_positive_int("tokens", tokens)
     return tokens * cfg.num_experts_per_tok * cfg.hidden_size * dtype_bytes
@@ -645,29 +662,38 @@ def check_layout(
         check_positive_int(name, v)
     if dp * tp * pp != gpus:
         raise ConfigError(
-            f"dp·tp·pp ({dp}·{tp}·{pp} = {dp * tp * pp}) must equal gpus ({gpus})"
+            _("dp·tp·pp ({dp}·{tp}·{pp} = {product}) must equal gpus ({gpus})").format(
+                dp=dp, tp=tp, pp=pp, product=dp * tp * pp, gpus=gpus
+            )
         )
     for field_name in ("num_attention_heads", "num_key_value_heads"):
         heads = getattr(cfg, field_name)
         if heads % tp:
-            raise ConfigError(f"{field_name} ({heads}) must be divisible by tp ({tp})")
+            raise ConfigError(_divisible(field_name, heads, "tp", tp))
     if cfg.num_hidden_layers % pp:
         raise ConfigError(
-            f"num_hidden_layers ({cfg.num_hidden_layers}) must be divisible by "
-            f"pp ({pp})"
+            _divisible("num_hidden_layers", cfg.num_hidden_layers, "pp", pp)
         )
     if ep > 1:
         if not cfg.is_moe:
             raise ConfigError(
-                f"ep ({ep}) needs a mixture of experts; this model is dense"
+                _("ep ({ep}) needs a mixture of experts; this model is dense").format(
+                    ep=ep
+                )
             )
         if cfg.num_local_experts % ep:
             raise ConfigError(
-                f"num_local_experts ({cfg.num_local_experts}) must be divisible by "
-                f"ep ({ep})"
+                _divisible("num_local_experts", cfg.num_local_experts, "ep", ep)
             )
         if dp % ep:
-            raise ConfigError(f"dp ({dp}) must be divisible by ep ({ep})")
+            raise ConfigError(_divisible("dp", dp, "ep", ep))
+
+
+def _divisible(name: str, n: int, other: str, m: int) -> str:
+    """ "NAME (N) must be divisible by OTHER (M)", in the reader's language."""
+    return _("{name} ({n}) must be divisible by {other} ({m})").format(
+        name=name, n=n, other=other, m=m
+    )
 
 
 @dataclass(frozen=True)
@@ -872,7 +898,7 @@ def plan(
     if dp is None:
         if gpus % (tp * pp):
             raise ConfigError(
-                f"gpus ({gpus}) must be divisible by tp·pp ({tp}·{pp} = {tp * pp})"
+                _divisible("gpus", gpus, "tp·pp", f"{tp}·{pp} = {tp * pp}")
             )
         dp = gpus // (tp * pp)
     check_layout(cfg, gpus, dp, tp, pp, ep)
@@ -888,12 +914,16 @@ def plan(
         pp == 1 or micro_batches % pp or (cfg.num_hidden_layers // pp) % chunks
     ):
         raise ConfigError(
-            f"an interleaved schedule (chunks {chunks}) needs pp > 1, micro_batches "
-            f"divisible by pp ({pp}) and each stage's layers divisible by chunks"
+            _(
+                "an interleaved schedule (chunks {chunks}) needs pp > 1, micro_batches "
+                "divisible by pp ({pp}) and each stage's layers divisible by chunks"
+            ).format(chunks=chunks, pp=pp)
         )
     if not 0 < matmul_efficiency <= 1:
         raise ConfigError(
-            f"matmul_efficiency must be in (0, 1], got {matmul_efficiency!r}"
+            _("{name} must be in (0, 1], got {value}").format(
+                name="matmul_efficiency", value=repr(matmul_efficiency)
+            )
         )
     where = cluster(gpu)
     stages = [stage_params(cfg, tp, pp, ep, s) for s in range(pp)]

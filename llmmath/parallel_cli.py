@@ -28,6 +28,8 @@ import re
 from llmmath.config import ModelConfig
 from llmmath.errors import large_count_argument
 from llmmath.gpus import DEFAULT_GPU, GPU_HELP
+from llmmath.messages import gettext as _
+from llmmath.messages import ljust, translated
 from llmmath.units import human_bytes
 
 
@@ -107,34 +109,60 @@ def cost_report(report: dict, price_per_gpu_hour=None, tokens=None, mfu=None) ->
 
 
 def _cost_lines(c: dict, at: dict | None = None) -> list[str]:
-    lines = [f"  step = {c['step_gpu_hours']:.4g} GPU-hours"]
+    def cost(key: str, report: dict) -> str:
+        return (
+            _(", cost {cost}").format(cost=money(report[key])) if key in report else ""
+        )
+
+    lines = [_("  step = {n} GPU-hours").format(n=f"{c['step_gpu_hours']:.4g}")]
     if "step_cost" in c:
-        lines[0] += (
-            f", cost {money(c['step_cost'])} at {c['price_per_gpu_hour']:g}/GPU-h"
+        lines[0] += _(", cost {cost} at {price}/GPU-h").format(
+            cost=money(c["step_cost"]), price=f"{c['price_per_gpu_hour']:g}"
         )
     if "steps" in c:
         lines.append(
-            f"  {c['tokens']:,} tokens = {c['steps']:,} steps ≈ {c['run_days']:,.1f} "
-            f"days, {c['run_gpu_hours']:,.0f} GPU-hours"
-            + (f", cost {money(c['run_cost'])}" if "run_cost" in c else "")
+            _(
+                "  {tokens} tokens = {steps} steps ≈ {days} days, {hours} GPU-hours"
+            ).format(
+                tokens=f"{c['tokens']:,}",
+                steps=f"{c['steps']:,}",
+                days=f"{c['run_days']:,.1f}",
+                hours=f"{c['run_gpu_hours']:,.0f}",
+            )
+            + cost("run_cost", c)
         )
     if at is None:
         return lines
-    source = "given" if at["mfu_source"].startswith("given") else "Llama 3, Table 4"
+    source = (
+        _("given") if at["mfu_source"].startswith("given") else _("Llama 3, Table 4")
+    )
+    mfu = f"{at['mfu']:.0%}"
     lines.append(
-        f"  at MFU {at['mfu']:.0%} ({source}): step {at['step_seconds']:.3g} s = "
-        f"{at['step_gpu_hours']:.4g} GPU-hours"
-        + (f", cost {money(at['step_cost'])}" if "step_cost" in at else "")
+        _("  at MFU {mfu} ({source}): step {seconds} s = {hours} GPU-hours").format(
+            mfu=mfu,
+            source=source,
+            seconds=f"{at['step_seconds']:.3g}",
+            hours=f"{at['step_gpu_hours']:.4g}",
+        )
+        + cost("step_cost", at)
     )
     if "steps" in at:
         lines.append(
-            f"  the run at MFU {at['mfu']:.0%}: {at['run_days']:,.1f} days, "
-            f"{at['run_gpu_hours']:,.0f} GPU-hours"
-            + (f", cost {money(at['run_cost'])}" if "run_cost" in at else "")
+            _("  the run at MFU {mfu}: {days} days, {hours} GPU-hours").format(
+                mfu=mfu,
+                days=f"{at['run_days']:,.1f}",
+                hours=f"{at['run_gpu_hours']:,.0f}",
+            )
+            + cost("run_cost", at)
         )
         lines.append(
-            f"  the run's GPU-hours, from the bound to MFU {at['mfu']:.0%}: "
-            f"{c['run_gpu_hours']:,.0f} to {at['run_gpu_hours']:,.0f}"
+            _(
+                "  the run's GPU-hours, from the bound to MFU {mfu}: {low} to {high}"
+            ).format(
+                mfu=mfu,
+                low=f"{c['run_gpu_hours']:,.0f}",
+                high=f"{at['run_gpu_hours']:,.0f}",
+            )
         )
     return lines
 
@@ -150,11 +178,13 @@ def _price(text: str) -> float:
 
     shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
     if len(text) > 100 or not _DECIMAL.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {shown!r}")
+        raise argparse.ArgumentTypeError(
+            _("must be a positive number, got {value}").format(value=repr(shown))
+        )
     try:
         return check_price(float(text))
     except ConfigError as e:
-        raise argparse.ArgumentTypeError(str(e).split(", got")[0]) from None
+        raise argparse.ArgumentTypeError(_rule(str(e))) from None
 
 
 def _mfu(text: str) -> float:
@@ -165,11 +195,23 @@ def _mfu(text: str) -> float:
 
     shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]}"
     if len(text) > 100 or not _DECIMAL.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {shown!r}")
+        raise argparse.ArgumentTypeError(
+            _("must be a number in (0, 1], got {value}").format(value=repr(shown))
+        )
     try:
         return check_mfu(float(text))
     except ConfigError:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {shown}") from None
+        raise argparse.ArgumentTypeError(
+            _("must be in (0, 1], got {value}").format(value=shown)
+        ) from None
+
+
+def _rule(message: str) -> str:
+    """A `ConfigError`'s "NAME must be …, got …" without the value (argparse shows
+    it), in English or Chinese."""
+    for got in (", got", "，收到的是"):
+        message = message.split(got)[0]
+    return message
 
 
 def _cluster_gpu(text: str) -> str:
@@ -213,26 +255,45 @@ def _parallel(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0
     r = report
-    fits_in = f"fits in {r['gpu_memory_bytes'] / 10**9:.0f} GB"  # the catalogue's
+    fits_in = _("fits in {gb} GB").format(gb=f"{r['gpu_memory_bytes'] / 10**9:.0f}")
+
+    def bytes_row(label: str, n: int) -> str:
+        return _("  {label}{n} bytes = {human}").format(
+            label=ljust(label, 22), n=f"{n:>22,}", human=human_bytes(n)
+        )
+
     lines = [
-        f"{name} on {r['gpus']:,} GPUs ({r['gpu']}): dp {r['dp']} x tp {r['tp']} x "
-        f"pp {r['pp']}, ep {r['ep']}, ZeRO-{r['zero']}",
-        *([f"  --gpu {r['gpu_note']}"] if "gpu_note" in r else []),
-        f"  parameters per GPU    {r['params_per_gpu']:>22,}",
-        f"  model state per GPU   {r['model_state_bytes_per_gpu']:>22,} bytes = "
-        f"{human_bytes(r['model_state_bytes_per_gpu'])}",
-        f"  activations per GPU   {r['activation_bytes_per_gpu']:>22,} bytes = "
-        f"{human_bytes(r['activation_bytes_per_gpu'])}",
-        f"  {fits_in:<22}{'yes' if r['fits'] else 'no'}",
-        f"  pipeline bubble       {r['pipeline_bubble_fraction_exact']:>22} of a step",
-        "  bytes sent per GPU per step, by collective:",
+        _(
+            "{name} on {gpus} GPUs ({cluster}): dp {dp} x tp {tp} x pp {pp}, ep {ep}, "
+            "ZeRO-{zero}"
+        ).format(
+            name=name,
+            gpus=f"{r['gpus']:,}",
+            cluster=r["gpu"],
+            dp=r["dp"],
+            tp=r["tp"],
+            pp=r["pp"],
+            ep=r["ep"],
+            zero=r["zero"],
+        ),
+        *([f"  --gpu {translated(r['gpu_note'])}"] if "gpu_note" in r else []),
+        "  " + ljust(_("parameters per GPU"), 22) + f"{r['params_per_gpu']:>22,}",
+        bytes_row(_("model state per GPU"), r["model_state_bytes_per_gpu"]),
+        bytes_row(_("activations per GPU"), r["activation_bytes_per_gpu"]),
+        "  " + ljust(fits_in, 22) + (_("yes") if r["fits"] else _("no")),
+        _("  {label}{fraction} of a step").format(
+            label=ljust(_("pipeline bubble"), 22),
+            fraction=f"{r['pipeline_bubble_fraction_exact']:>22}",
+        ),
+        _("  bytes sent per GPU per step, by collective:"),
         *(
             f"    {op:<20}{b:>22,}"
             for op, b in r["communication_bytes_per_step"].items()
             if b
         ),
-        f"  step ≈ {r['step_seconds_total']:.3g} s, MFU ≈ {r['mfu']:.0%} "
-        "(ideal kernels)",
+        _("  step ≈ {seconds} s, MFU ≈ {mfu} (ideal kernels)").format(
+            seconds=f"{r['step_seconds_total']:.3g}", mfu=f"{r['mfu']:.0%}"
+        ),
         *(_cost_lines(r["cost"], r.get("cost_at_mfu")) if "cost" in r else []),
     ]
     print("\n".join(lines))
@@ -247,20 +308,24 @@ def add_commands(sub, command, count, once=None) -> None:
     p = command(
         "parallel",
         _parallel,
-        "a training layout on many GPUs: memory and traffic per GPU",
-        "Data, tensor, pipeline and expert parallelism with ZeRO: parameters, model "
-        "state (16 bytes per parameter, sharded as configured), activations and bytes "
-        "sent per GPU in one step. dp defaults to gpus / (tp * pp).",
+        _("a training layout on many GPUs: memory and traffic per GPU"),
+        _(
+            "Data, tensor, pipeline and expert parallelism with ZeRO: parameters, "
+            "model state (16 bytes per parameter, sharded as configured), activations "
+            "and bytes sent per GPU in one step. dp defaults to gpus / (tp * pp)."
+        ),
     )
-    p.add_argument("--gpus", type=count, required=True, help="GPUs in all", **opt)
-    p.add_argument("--dp", type=count, default=None, help="data-parallel ranks", **opt)
+    p.add_argument("--gpus", type=count, required=True, help=_("GPUs in all"), **opt)
+    p.add_argument(
+        "--dp", type=count, default=None, help=_("data-parallel ranks"), **opt
+    )
     for flag, text in (
-        ("--tp", "tensor-parallel ranks (1)"),
-        ("--pp", "pipeline stages (1)"),
-        ("--ep", "expert-parallel ranks (1)"),
-        ("--micro-batches", "micro-batches per step per replica (1)"),
-        ("--micro-batch-size", "sequences per micro-batch (1)"),
-        ("--chunks", "model chunks per GPU, interleaved schedule (1)"),
+        ("--tp", _("tensor-parallel ranks (1)")),
+        ("--pp", _("pipeline stages (1)")),
+        ("--ep", _("expert-parallel ranks (1)")),
+        ("--micro-batches", _("micro-batches per step per replica (1)")),
+        ("--micro-batch-size", _("sequences per micro-batch (1)")),
+        ("--chunks", _("model chunks per GPU, interleaved schedule (1)")),
     ):
         p.add_argument(flag, type=count, default=1, help=text, **opt)
     p.add_argument(
@@ -268,51 +333,61 @@ def add_commands(sub, command, count, once=None) -> None:
         type=int,
         choices=[0, 1, 2, 3],
         default=0,
-        help="ZeRO stage (0)",
+        help=_("ZeRO stage (0)"),
         **opt,
     )
     p.add_argument(
-        "--seq-len", type=count, default=4096, help="tokens per sequence (4096)", **opt
+        "--seq-len",
+        type=count,
+        default=4096,
+        help=_("tokens per sequence (4096)"),
+        **opt,
     )
     p.add_argument(
         "--sequence-parallel",
         action="store_true",
-        help="split norms and dropout by the sequence (Korthikanti et al.)",
+        help=_("split norms and dropout by the sequence (Korthikanti et al.)"),
     )
     p.add_argument(
         "--recompute",
         action="store_true",
-        help="full activation checkpointing: keep each layer's input only",
+        help=_("full activation checkpointing: keep each layer's input only"),
     )
     p.add_argument(
         "--gpu",
         type=_cluster_gpu,
         default=DEFAULT_GPU,
         metavar="NAME",
-        help=f"{GPU_HELP}, with a cluster: H100-SXM5-80GB (default), H800-SXM5-80GB, "
-        "A100-SXM4-80GB",
+        help=_(
+            "{gpu_help}, with a cluster: H100-SXM5-80GB (default), H800-SXM5-80GB, "
+            "A100-SXM4-80GB"
+        ).format(gpu_help=_(GPU_HELP)),
         **opt,
     )
     p.add_argument(
         "--price-per-gpu-hour",
         type=_price,
         default=None,
-        help="your price of one GPU for an hour: the step's cost (and the run's)",
+        help=_("your price of one GPU for an hour: the step's cost (and the run's)"),
         **opt,
     )
     p.add_argument(
         "--tokens",
         type=large_count_argument,
         default=None,
-        help="training tokens (15000000000000, 1.5e13 or 15T): the run's steps, days, "
-        "GPU-hours (and cost)",
+        help=_(
+            "training tokens (15000000000000, 1.5e13 or 15T): the run's steps, days, "
+            "GPU-hours (and cost)"
+        ),
         **opt,
     )
     p.add_argument(
         "--mfu",
         type=_mfu,
         default=None,
-        help="the MFU a real run reaches, in (0, 1]: the costs also at it (default "
-        "0.38, the lowest of the Llama 3 paper's Table 4)",
+        help=_(
+            "the MFU a real run reaches, in (0, 1]: the costs also at it (default "
+            "0.38, the lowest of the Llama 3 paper's Table 4)"
+        ),
         **opt,
     )

@@ -37,10 +37,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from llmmath.config import ConfigError, ModelConfig, check_positive_int
+from llmmath.config import ConfigError, ModelConfig, check_positive_int, one_of
 from llmmath.counting import count_params
 from llmmath.kvcache import kv_cache_bytes, kv_cache_elements
 from llmmath.memory import quantized_weight_bytes, weight_bytes
+from llmmath.messages import gettext as _
 from llmmath.units import bytes_of, dtype_bits
 
 #: A group size larger than any row: one scale per row (per-channel quantization).
@@ -139,14 +140,12 @@ def weight_format(name: str, group_size: int | None = None) -> WeightFormat | No
             integer or given for bf16.
     """
     if name not in WEIGHT_FORMATS:
-        raise ConfigError(
-            f"weights must be one of {', '.join(WEIGHT_FORMATS)}; got {name!r}"
-        )
+        raise ConfigError(one_of("weights", WEIGHT_FORMATS, name))
     fmt = WEIGHT_FORMATS[name]
     if group_size is None:
         return fmt
     if fmt is None:
-        raise ConfigError("group_size applies only to fp8, int8 or int4 weights")
+        raise ConfigError(_("group_size applies only to fp8, int8 or int4 weights"))
     return WeightFormat(fmt.name, fmt.bits, group_size, fmt.scale_dtype)
 
 
@@ -222,9 +221,7 @@ def gguf_bits_per_weight(kind: str) -> Fraction:
         ConfigError: an unknown type.
     """
     if kind not in GGUF_BLOCKS:
-        raise ConfigError(
-            f"GGUF type must be one of {', '.join(GGUF_BLOCKS)}; got {kind!r}"
-        )
+        raise ConfigError(one_of(_("GGUF type"), GGUF_BLOCKS, kind))
     n, size = GGUF_BLOCKS[kind]
     return Fraction(8 * size, n)
 
@@ -241,7 +238,9 @@ def gguf_row_bytes(width: int, kind: str) -> int:
     n, size = GGUF_BLOCKS[kind]
     if width % n:
         raise ConfigError(
-            f"a row of {width} weights is not a whole number of {kind} blocks of {n}"
+            _(
+                "a row of {width} weights is not a whole number of {kind} blocks of {n}"
+            ).format(width=width, kind=kind, n=n)
         )
     return width // n * size
 
@@ -282,7 +281,9 @@ def gguf_bytes(cfg: ModelConfig, recipe: dict[str, str]) -> dict[str, int]:
                 recipe.get(t.group, recipe.get("default")),
             )
         if kind is None:
-            raise ConfigError(f"recipe has no GGUF type for {t.name}")
+            raise ConfigError(
+                _("recipe has no GGUF type for {name}").format(name=t.name)
+            )
         width = t.shape[-1]
         out[t.name] = n // width * gguf_row_bytes(width, kind)
     return out
@@ -361,7 +362,9 @@ def gguf_tensor_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     for t in counts.tensors:
         if t.name not in GGUF_NAMES or t.copies != 1 or t.layer_set is not None:
             raise ConfigError(
-                f"{t.name}: only dense llama-style tensors have a GGUF name here"
+                _(
+                    "{name}: only dense llama-style tensors have a GGUF name here"
+                ).format(name=t.name)
             )
         (layers if t.per_layer else glob)[GGUF_NAMES[t.name]] = t.shape
     out = dict(glob)
@@ -400,7 +403,7 @@ def q4_k_m_types(cfg: ModelConfig) -> dict[str, str]:
         ConfigError: a mixture of experts, or a tensor `gguf_tensor_shapes` cannot name.
     """
     if cfg.is_moe:
-        raise ConfigError("q4_k_m_types models dense models only (n_expert 0)")
+        raise ConfigError(_("q4_k_m_types models dense models only (n_expert 0)"))
     shapes = gguf_tensor_shapes(cfg)
     n = cfg.num_hidden_layers
     tied = "output.weight" not in shapes
@@ -439,7 +442,7 @@ def gguf_tensor_bytes(cfg: ModelConfig, types: dict[str, str]) -> dict[str, int]
     out = {}
     for name, shape in gguf_tensor_shapes(cfg).items():
         if name not in types:
-            raise ConfigError(f"no GGML type for {name}")
+            raise ConfigError(_("no GGML type for {name}").format(name=name))
         rows = shape[0] if len(shape) == 2 else 1
         out[name] = rows * gguf_row_bytes(shape[-1], types[name])
     return out
@@ -520,7 +523,7 @@ def torchao_config(kind: str, group_size: int | None = None):
     import warnings
 
     if kind not in ("int4", "int8", "fp8"):
-        raise ConfigError(f"kind must be one of int4, int8, fp8; got {kind!r}")
+        raise ConfigError(one_of("kind", ("int4", "int8", "fp8"), kind))
     with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import torch

@@ -15,14 +15,96 @@ on Pyodide.
 from __future__ import annotations
 
 import os
+import re
 
 from llmmath import presets
 from llmmath.config import ConfigError, ModelConfig
 from llmmath.counting import GROUPS, NON_EMBEDDING_CONVENTION, ParamCount, count_params
+from llmmath.messages import N_, current, ljust, rjust, translated, width
+from llmmath.messages import gettext as _
 
 #: Weight formats of ``memory --weights`` (`llmmath.quantization.WEIGHT_FORMATS` and
 #: bf16).
 WEIGHTS = ("bf16", "fp8", "int8", "int4")
+#: The help of two options every command shares (`llmmath.cli`, `llmmath.serving_cli`),
+#: marked for translation: shown as ``_(JSON_HELP)``.
+REVISION_HELP = N_("hub id only: branch, tag or commit hash (default main)")
+JSON_HELP = N_("print one JSON object")
+
+# --- the labels of rows that other modules write, in the reader's language ---------
+
+#: The parameter groups (`llmmath.counting.GROUPS`) as a reader reads them.
+GROUP_LABELS = {
+    "embedding": N_("embedding"),
+    "attention": N_("attention"),
+    "ffn": N_("FFN"),
+    "norm": N_("norms"),
+    "lm_head": N_("LM head"),
+}
+
+
+#: Row labels that other modules write (`llmmath.training.training_peak`'s items and
+#: moments, `llmmath.training.training_memory`'s parts at rest,
+#: `llmmath.parallel.Plan`'s model state and step times), translated where shown.
+ITEM_LABELS = (
+    N_("weights"),
+    N_("gradients"),
+    N_("optimizer state"),
+    N_("activations"),
+    N_("activations of the layers"),
+    N_("head"),
+    N_("logits and loss"),
+    N_("fp32 logits (the loss's copy)"),
+    N_("a chunk of logits (the fused loss)"),
+    N_("gradients so far"),
+    N_("gradients of the logits (fp32, two)"),
+    N_("logits held by the output"),
+    N_("gradient of the logits"),
+    N_("gradient of the hidden state"),
+    N_("activations not yet freed"),
+    N_("the layer's gradient temporaries"),
+    N_("the norm's gradient temporaries"),
+    N_("optimizer temporaries"),
+    N_("forward: the loss"),
+    N_("backward: the loss"),
+    N_("backward: the LM head"),
+    N_("backward: the final norm"),
+    N_("optimizer step"),
+    N_("gradients (bf16)"),
+    N_("optimizer (fp32 master, m, v)"),
+    N_("compute"),
+    N_("pipeline bubble"),
+    N_("tensor parallel"),
+    N_("pipeline sends"),
+    N_("expert all-to-all"),
+    N_("data parallel (exposed)"),
+)
+#: The rows of `llmmath.memory`'s and `llmmath.quantization`'s weights, item by item.
+ITEM_LABELS += (
+    N_("quantized weights"),
+    N_("scales"),
+    N_("zero points"),
+    N_("embedding and LM head"),
+    N_("norms and biases"),
+)
+#: Those with numbers in them: the English pattern and its message.
+ITEM_PATTERNS = (
+    (r"weights \((?P<format>[^)]+)\)", N_("weights ({format})")),
+    (r"gradients \((?P<format>[^)]+)\)", N_("gradients ({format})")),
+    (r"backward: layer (?P<i>\d+)", N_("backward: layer {i}")),
+)
+
+
+def item_label(label: str) -> str:
+    """A row label written by another module, in the current language (as it is when
+    the catalogue does not know it)."""
+    if label in ITEM_LABELS:
+        return _(label)
+    for pattern, message in ITEM_PATTERNS:
+        found = re.fullmatch(pattern, label)
+        if found:
+            return _(message).format(**found.groupdict())
+    return label
 
 
 def resolve(model: str, revision: str | None = None) -> tuple[str, ModelConfig]:
@@ -44,7 +126,9 @@ def resolve(model: str, revision: str | None = None) -> tuple[str, ModelConfig]:
         return shown, hub.load_config(model, revision)
     if revision is not None:
         raise ConfigError(
-            f"--revision applies to a hub id (org/name), not to {model!r}"
+            _("--revision applies to a hub id (org/name), not to {model}").format(
+                model=repr(model)
+            )
         )
     if is_file:
         return model, ModelConfig.from_hf_config(model)
@@ -52,11 +136,13 @@ def resolve(model: str, revision: str | None = None) -> tuple[str, ModelConfig]:
 
 
 def format_table(name: str, counts: ParamCount) -> str:
-    """The human-readable breakdown: tensor, formula, exact count, share of total."""
+    """The human-readable breakdown: tensor, formula, exact count, share of total, in
+    the reader's language (`llmmath.messages`; tensor names and formulas as they
+    are), its columns aligned by the width a terminal gives each character."""
     total = counts.total
     rows = [(t.name, t.formula, counts.total_of(t)) for t in counts.tensors]
     if counts.tie_word_embeddings:
-        rows.append(("lm_head.weight", "tied to embed_tokens", 0))
+        rows.append(("lm_head.weight", _("tied to embed_tokens"), 0))
 
     def share(c: int) -> str:
         return (
@@ -65,37 +151,42 @@ def format_table(name: str, counts: ParamCount) -> str:
             else f"{c / total:>7.4%}"
         )
 
-    w_name = max(len(r[0]) for r in rows) + 2
-    w_form = max(len(r[1]) for r in rows) + 2
+    w_name = max(width(r[0]) for r in rows) + 2
+    w_form = max(width(r[1]) for r in rows) + 2
+    parameters, share_head = rjust(_("parameters"), 17), rjust(_("share"), 7)
+
+    def row(label: str, count: int, formula: str = "") -> str:
+        return f"{ljust(label, w_name)}{ljust(formula, w_form)}{count:>17,}"
+
+    tensor, formula, group = _("tensor"), _("formula"), _("group")
     lines = [
-        f"{name}: {total:,} parameters ({total / 1e9:.3f} B, 1 B = 10^9)",
+        _("{name}: {total} parameters ({billions} B, 1 B = 10^9)").format(
+            name=name, total=f"{total:,}", billions=f"{total / 1e9:.3f}"
+        ),
         "",
-        f"{'tensor':<{w_name}}{'formula':<{w_form}}{'parameters':>17}  {'share':>7}",
+        f"{ljust(tensor, w_name)}{ljust(formula, w_form)}{parameters}  {share_head}",
     ]
-    lines += [f"{n:<{w_name}}{f:<{w_form}}{c:>17,}  {share(c)}" for n, f, c in rows]
-    lines += ["", f"{'group':<{w_name}}{'':<{w_form}}{'parameters':>17}  {'share':>7}"]
+    lines += [f"{row(n, c, f)}  {share(c)}" for n, f, c in rows]
+    lines += ["", f"{ljust(group, w_name)}{' ' * w_form}{parameters}  {share_head}"]
+    english = current() == "en"  # English keeps the groups' own keys
     lines += [
-        f"{g:<{w_name}}{'':<{w_form}}{c:>17,}  {share(c)}"
+        f"{row(g if english else _(GROUP_LABELS[g]), c)}  {share(c)}"
         for g, c in counts.by_group().items()
         if g in GROUPS
     ]
     lines += [
         "",
-        f"{'per layer':<{w_name}}{'':<{w_form}}{counts.per_layer:>17,}",
-        f"{'non-embedding':<{w_name}}{'':<{w_form}}{counts.non_embedding:>17,}",
+        row(_("per layer"), counts.per_layer),
+        row(_("non-embedding"), counts.non_embedding),
         *(
-            [f"{'active per token (MoE)':<{w_name}}{'':<{w_form}}{counts.active:>17,}"]
+            [row(_("active per token (MoE)"), counts.active)]
             if counts.active != total
             else []
         ),
-        f"{'total':<{w_name}}{'':<{w_form}}{total:>17,}",
-        *(
-            [f"{'MTP module (not in total)':<{w_name}}{'':<{w_form}}{counts.mtp:>17,}"]
-            if counts.mtp
-            else []
-        ),
+        row(_("total"), total),
+        *([row(_("MTP module (not in total)"), counts.mtp)] if counts.mtp else []),
         "",
-        NON_EMBEDDING_CONVENTION,
+        translated(NON_EMBEDDING_CONVENTION),
     ]
     return "\n".join(lines)
 
@@ -152,14 +243,14 @@ def kv_cache_report(
         "num_hidden_layers": cfg.num_hidden_layers,
         "num_key_value_heads": cfg.num_key_value_heads,
         "head_dim": cfg.head_dim,
-        "formula": "2 * L * batch * cached_tokens * n_kv * d_h * bytes_per_element",
+        "formula": N_("2 * L * batch * cached_tokens * n_kv * d_h * bytes_per_element"),
         "layout": layout,
     }
     if cfg.layer_types is not None:
         report["cached_tokens_per_layer"] = cached_tokens_per_layer(
             cfg, seq_len, between_steps
         )
-        report["formula"] = (
+        report["formula"] = N_(
             "2 * batch * sum over layers of cached_tokens[layer] * n_kv * d_h * "
             "bytes_per_element"
         )
@@ -167,11 +258,15 @@ def kv_cache_report(
         report["latent_values"] = kv_values_per_token_per_layer(cfg, "latent")
         report["expanded_values"] = kv_values_per_token_per_layer(cfg, "expanded")
         report["formula"] = (
-            "L * batch * cached_tokens * (kv_lora_rank + qk_rope_head_dim) * "
-            "bytes_per_element"
+            N_(
+                "L * batch * cached_tokens * (kv_lora_rank + qk_rope_head_dim) * "
+                "bytes_per_element"
+            )
             if layout == "latent"
-            else "L * batch * cached_tokens * n_h * (qk_nope_head_dim + "
-            "qk_rope_head_dim + v_head_dim) * bytes_per_element"
+            else N_(
+                "L * batch * cached_tokens * n_h * (qk_nope_head_dim + "
+                "qk_rope_head_dim + v_head_dim) * bytes_per_element"
+            )
         )
     return report
 
@@ -181,8 +276,8 @@ def _window_tokens(cfg: ModelConfig, between_steps: bool) -> str | None:
     if cfg.sliding_window is None:
         return None
     if between_steps:
-        return "W - 1 (between steps, as transformers keeps them)"
-    return "W (during the attention call)"
+        return N_("W - 1 (between steps, as transformers keeps them)")
+    return N_("W (during the attention call)")
 
 
 def _number(value):
@@ -206,10 +301,12 @@ def flops_report(
 
     f = forward_flops_per_token(cfg, seq_len, attention)
     averaging = (
-        "full: every token against all T keys, 4*L*T*n_h*d_h per token"
+        N_("full: every token against all T keys, 4*L*T*n_h*d_h per token")
         if attention == "full"
-        else "causal: token i (1-based) reads i keys (at most sliding_window), "
-        "averaged over the T positions of the sequence: 4*L*n_h*d_h*pairs/T"
+        else N_(
+            "causal: token i (1-based) reads i keys (at most sliding_window), "
+            "averaged over the T positions of the sequence: 4*L*n_h*d_h*pairs/T"
+        )
     )
     return {
         "model": name,

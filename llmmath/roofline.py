@@ -24,6 +24,7 @@ from llmmath.flops import (
 from llmmath.gpus import GPU, gpu_named
 from llmmath.gpus import GPUS as CATALOGUE
 from llmmath.kvcache import kv_cache_bytes
+from llmmath.messages import gettext as _
 from llmmath.units import bytes_of
 
 #: The two GPUs whose rooflines the chapters draw side by side, from the one catalogue
@@ -198,5 +199,9 @@ def mfu(
         ("peak_flops", peak_flops),
     ):
         if not value > 0:
-            raise ConfigError(f"{name} must be positive, got {value!r}")
+            raise ConfigError(
+                _("{name} must be positive, got {value}").format(
+                    name=name, value=repr(value)
+                )
+            )
     return tokens_per_second * flops_per_token / (gpus * peak_flops)

@@ -27,6 +27,7 @@ import math
 import torch
 
 from llmmath.config import ConfigError, ModelConfig
+from llmmath.messages import gettext as _
 
 
 def rope_inv_freq(head_dim: int, theta: float = 10000.0) -> torch.Tensor:
@@ -200,6 +201,8 @@ def scaled_inv_freq(cfg: ModelConfig) -> torch.Tensor:
             scaling.original_max_position_embeddings,
         )
     raise ConfigError(
-        f"rope_scaling type {scaling.rope_type!r} is not modelled by llmmath's "
-        f"reference attention (it applies linear and llama3); counts are unaffected"
+        _(
+            "rope_scaling type {type} is not modelled by llmmath's reference attention "
+            "(it applies linear and llama3); counts are unaffected"
+        ).format(type=repr(scaling.rope_type))
     )

@@ -28,13 +28,20 @@ import random
 from fractions import Fraction
 
 from llmmath.config import ConfigError, check_positive_int
+from llmmath.messages import gettext as _
 
 
 def _check(alpha, gamma: int) -> None:
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, Fraction)):
-        raise ConfigError(f"alpha must be a number in [0, 1), got {alpha!r}")
+        raise ConfigError(
+            _("{name} must be a number in [0, 1), got {value}").format(
+                name="alpha", value=repr(alpha)
+            )
+        )
     if not (math.isfinite(alpha) and 0 <= alpha < 1):
-        raise ConfigError(f"alpha must be in [0, 1), got {alpha}")
+        raise ConfigError(
+            _("{name} must be in [0, 1), got {value}").format(name="alpha", value=alpha)
+        )
     check_positive_int("gamma", gamma)
 
 
@@ -42,9 +49,17 @@ def _check_cost(cost_ratio) -> None:
     if isinstance(cost_ratio, bool) or not isinstance(
         cost_ratio, (int, float, Fraction)
     ):
-        raise ConfigError(f"cost_ratio must be a number ≥ 0, got {cost_ratio!r}")
+        raise ConfigError(
+            _("{name} must be a number ≥ 0, got {value}").format(
+                name="cost_ratio", value=repr(cost_ratio)
+            )
+        )
     if not (math.isfinite(cost_ratio) and cost_ratio >= 0):
-        raise ConfigError(f"cost_ratio must be finite and ≥ 0, got {cost_ratio}")
+        raise ConfigError(
+            _("{name} must be finite and ≥ 0, got {value}").format(
+                name="cost_ratio", value=cost_ratio
+            )
+        )
 
 
 def expected_tokens_per_pass(alpha, gamma: int):
@@ -95,10 +110,14 @@ def simulate(
     _check(alpha, gamma)
     check_positive_int("passes", passes)
     if passes < 2:
-        raise ConfigError(f"passes must be at least 2, got {passes}")
+        raise ConfigError(
+            _("{name} must be at least {low}, got {value}").format(
+                name="passes", low=2, value=passes
+            )
+        )
     rng = random.Random(seed)
     counts = []
-    for _ in range(passes):
+    for _pass in range(passes):
         accepted = 0
         while accepted < gamma and rng.random() < alpha:
             accepted += 1
@@ -142,12 +161,16 @@ def speculative_generate(target, draft, input_ids, max_new_tokens: int, gamma: i
     check_positive_int("gamma", gamma)
     check_positive_int("max_new_tokens", max_new_tokens)
     if input_ids.shape[0] != 1:
-        raise ConfigError(f"batch must be 1, got {input_ids.shape[0]}")
+        raise ConfigError(
+            _("{name} must be 1, got {value}").format(
+                name="batch", value=input_ids.shape[0]
+            )
+        )
     tokens, start = input_ids, input_ids.shape[1]
     passes = accepted = 0
     with torch.no_grad():
         while tokens.shape[1] - start < max_new_tokens:
-            proposed, _ = generate(draft, tokens, gamma)
+            proposed, _logits = generate(draft, tokens, gamma)
             logits = target(proposed)  # one pass over the context and the γ proposals
             passes += 1
             n = tokens.shape[1]

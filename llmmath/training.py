@@ -24,8 +24,9 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from llmmath.config import ConfigError, ModelConfig, check_positive_int
+from llmmath.config import ConfigError, ModelConfig, check_positive_int, one_of
 from llmmath.counting import count_params
+from llmmath.messages import gettext as _
 
 #: Optimizers: ``adamw`` (torch.optim.AdamW: exp_avg and exp_avg_sq, each the size of
 #: the parameter), ``adam8bit`` (bitsandbytes' Adam8bit), ``adafactor``
@@ -82,7 +83,7 @@ NF4_ABSMAX_BLOCK = 256
 def _check(name: str, value: str, allowed) -> None:
     if value not in allowed:
         shown = value if len(value) <= 40 else f"{value[:40]}..."
-        raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {shown!r}")
+        raise ConfigError(one_of(name, allowed, shown))
 
 
 def parameter_tensors(cfg: ModelConfig) -> list[tuple[str, tuple[int, ...], int]]:
@@ -103,9 +104,11 @@ def lora_targets(targets: str | tuple[str, ...]) -> tuple[str, ...]:
     """
     items = tuple(targets.split(",")) if isinstance(targets, str) else tuple(targets)
     for t in items:
-        _check("a LoRA target", t, tuple(LORA_TARGETS))
+        _check(_("a LoRA target"), t, tuple(LORA_TARGETS))
     if len(set(items)) != len(items):
-        raise ConfigError(f"LoRA targets must each be given once; got {items}")
+        raise ConfigError(
+            _("LoRA targets must each be given once; got {items}").format(items=items)
+        )
     return items
 
 

@@ -18,6 +18,8 @@ import argparse
 import json
 
 from llmmath.config import ConfigError, ModelConfig
+from llmmath.messages import gettext as _
+from llmmath.messages import ljust, translated
 from llmmath.units import human_bytes
 
 ALL_TARGETS = "q,k,v,o,gate,up,down"
@@ -77,8 +79,10 @@ def train_memory_report(
         lora_rank is not None or lora_targets is not None or adapter_dtype is not None
     ):
         raise ConfigError(
-            "--lora-rank, --lora-targets and --adapter-dtype apply to --method "
-            "lora/qlora"
+            _(
+                "--lora-rank, --lora-targets and --adapter-dtype apply to --method "
+                "lora/qlora"
+            )
         )
     rank = 16 if lora_rank is None else lora_rank
     targets = ALL_TARGETS if lora_targets is None else lora_targets
@@ -183,34 +187,59 @@ def _train_memory(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(r, indent=2))
         return 0
+    from llmmath.reports import item_label
+
     lora = (
-        f", rank {r['lora_rank']} on {r['lora_targets']} ({r['adapter_dtype']} "
-        "adapters)"
+        _(", rank {rank} on {targets} ({dtype} adapters)").format(
+            rank=r["lora_rank"], targets=r["lora_targets"], dtype=r["adapter_dtype"]
+        )
         if r["lora_rank"]
         else ""
     )
+
+    def row(label: str, n: int) -> str:
+        return _("  {label}{n} bytes").format(label=ljust(label, 38), n=f"{n:>22,}")
+
     lines = [
-        f"{name}: {r['method']}{lora}, {r['optimizer']} ({r['optimizer_impl']}), "
-        f"{r['precision']}, checkpointing {r['checkpointing']}, {r['attention']} "
-        f"attention, {r['loss']} loss, {r['batch']:,} x {r['seq_len']:,} tokens; "
-        f"{r['trainable_params']:,} trainable parameters",
-        f"peak of a step ({r['peak_moment']}):",
+        _(
+            "{name}: {method}{lora}, {optimizer} ({impl}), {precision}, checkpointing "
+            "{checkpointing}, {attention} attention, {loss} loss, {batch} x {t} "
+            "tokens; {n} trainable parameters"
+        ).format(
+            name=name,
+            method=r["method"],
+            lora=lora,
+            optimizer=r["optimizer"],
+            impl=r["optimizer_impl"],
+            precision=r["precision"],
+            checkpointing=r["checkpointing"],
+            attention=r["attention"],
+            loss=r["loss"],
+            batch=f"{r['batch']:,}",
+            t=f"{r['seq_len']:,}",
+            n=f"{r['trainable_params']:,}",
+        ),
+        _("peak of a step ({moment}):").format(moment=item_label(r["peak_moment"])),
     ]
-    lines += [f"  {k:<38}{v:>22,} bytes" for k, v in r["peak_items"].items()]
+    lines += [row(item_label(k), v) for k, v in r["peak_items"].items()]
     peak = r["peak_bytes"]
-    lines.append(f"  {'peak':<38}{peak:>22,} bytes = {human_bytes(peak)}")
-    lines.append("at rest:")
-    lines += [f"  {k:<38}{v:>22,} bytes" for k, v in r["items"].items()]
+    lines.append(row(_("peak"), peak) + f" = {human_bytes(peak)}")
+    lines.append(_("at rest:"))
+    lines += [row(item_label(k), v) for k, v in r["items"].items()]
     total = r["total_bytes"]
-    lines.append(f"  {'total':<38}{total:>22,} bytes = {human_bytes(total)}")
+    lines.append(row(_("total"), total) + f" = {human_bytes(total)}")
     if "gpu" in r:
-        verdict = "fits" if r["fits"] else "does not fit"
+        verdict = _("the peak fits") if r["fits"] else _("the peak does not fit")
         lines.append(
-            f"{r['gpu']} ({human_bytes(r['gpu_bytes'])}): the peak {verdict}; "
-            f"largest batch that fits: {r['max_batch']:,}"
+            _("{gpu} ({size}): {verdict}; largest batch that fits: {n}").format(
+                gpu=r["gpu"],
+                size=human_bytes(r["gpu_bytes"]),
+                verdict=verdict,
+                n=f"{r['max_batch']:,}",
+            )
         )
         if "gpu_note" in r:
-            lines.append(f"--gpu {r['gpu_note']}")
+            lines.append(f"--gpu {translated(r['gpu_note'])}")
     print("\n".join(lines))
     return 0
 
@@ -225,36 +254,45 @@ def add_commands(sub, command, count, once=None) -> None:
     t = command(
         "train-memory",
         _train_memory,
-        "training memory: the peak of a step; precision, checkpointing, LoRA/QLoRA",
-        "The peak of one training step of a transformers model in PyTorch, item by "
-        "item at its moment, and the weights, gradients, optimizer state and "
-        "activations at rest (llmmath.training).",
+        _("training memory: the peak of a step; precision, checkpointing, LoRA/QLoRA"),
+        _(
+            "The peak of one training step of a transformers model in PyTorch, item "
+            "by item at its moment, and the weights, gradients, optimizer state and "
+            "activations at rest (llmmath.training)."
+        ),
     )
     for flag, (allowed, default) in CHOICES.items():
         note = {  # None: refused without LoRA; chosen by the model
-            "--adapter-dtype": " (peft's; LoRA/QLoRA)",
-            "--attention": " (eager for soft-capped models, which SDPA refuses)",
+            "--adapter-dtype": _(" (peft's; LoRA/QLoRA)"),
+            "--attention": _(" (eager for soft-capped models, which SDPA refuses)"),
         }.get(flag)
         t.add_argument(
             flag,
             choices=allowed,
             default=None if note else default,
-            help=f"default {default}{note or ''}",
+            help=_("default {default}{note}").format(default=default, note=note or ""),
             **opt,
         )
-    t.add_argument("--lora-rank", type=count, help="LoRA rank (default 16)", **opt)
+    t.add_argument("--lora-rank", type=count, help=_("LoRA rank (default 16)"), **opt)
     t.add_argument(
-        "--lora-targets", help=f"comma-separated (default {ALL_TARGETS})", **opt
+        "--lora-targets",
+        help=_("comma-separated (default {targets})").format(targets=ALL_TARGETS),
+        **opt,
     )
-    t.add_argument("--batch", type=count, default=1, help="sequences (1)", **opt)
+    t.add_argument("--batch", type=count, default=1, help=_("sequences (1)"), **opt)
     t.add_argument(
-        "--seq-len", type=count, default=4096, help="tokens per sequence (4096)", **opt
+        "--seq-len",
+        type=count,
+        default=4096,
+        help=_("tokens per sequence (4096)"),
+        **opt,
     )
     t.add_argument(
         "--gpu",
         type=gpu_argument,
         metavar="NAME",
-        help=f"{GPU_HELP}: whether the peak fits and the largest batch that does; "
-        + ", ".join(GPUS),
+        help=_(
+            "{gpu_help}: whether the peak fits and the largest batch that does; {names}"
+        ).format(gpu_help=_(GPU_HELP), names=", ".join(GPUS)),
         **opt,
     )

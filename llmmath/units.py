@@ -37,8 +37,13 @@ def dtype_bits(dtype: str) -> int:
     """
     key = str(dtype).lower().removeprefix("torch.")
     if key not in DTYPE_BITS:
+        from llmmath.messages import gettext as _
+        from llmmath.messages import join
+
         raise ConfigError(
-            f"dtype {dtype!r} is not known; use one of {', '.join(DTYPE_BITS)}"
+            _("dtype {dtype} is not known; use one of {known}").format(
+                dtype=repr(dtype), known=join(DTYPE_BITS)
+            )
         )
     return DTYPE_BITS[key]
 

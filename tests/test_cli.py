@@ -1,8 +1,11 @@
 """python -m llmmath params: output, bad input (exit 2, one line), no torch import."""
 
 import json
+import os
+import re
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 
@@ -10,12 +13,15 @@ from llmmath import count_params, presets
 from tests.conftest import hf_config
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
+def run(*args: str, lang: str | None = None) -> subprocess.CompletedProcess:
+    """``python -m llmmath ARGS`` in English, or with ``LLMMATH_LANG=lang``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMMATH_LANG")}
     return subprocess.run(
         [sys.executable, "-m", "llmmath", *args],
         capture_output=True,
         text=True,
         timeout=60,
+        env=env if lang is None else {**env, "LLMMATH_LANG": lang},
     )
 
 
@@ -133,3 +139,121 @@ def test_memory_prints_the_weights_line_once():
     lines = run("memory", "llama-3-8b", "--weights", "int4").stdout.splitlines()
     firsts = [line.split()[0] for line in lines[1:]]
     assert firsts.count("weights") == 1 and firsts[:2] == ["quantized", "scales"]
+
+
+# --- the CLI in Chinese (issue 33, item 6): LLMMATH_LANG=zh ---------------------------
+
+#: A number as the reports print one (digits, with thousands' commas and a decimal
+#: point): the zh report must print the same numbers as the English one.
+NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_a_bad_config_is_refused_in_chinese_with_llmmath_lang_zh(tmp_path):
+    cases = bad_inputs(tmp_path)
+    english = run("params", *cases["inconsistent sizes"])
+    chinese = run("params", *cases["inconsistent sizes"], lang="zh")
+    assert english.returncode == chinese.returncode == 2
+    assert english.stderr == (
+        "llmmath: error: num_attention_heads (32) must be divisible by "
+        "num_key_value_heads (5)\n"
+    )
+    assert chinese.stderr == (
+        "llmmath：错误：num_attention_heads（32）必须能被 "
+        "num_key_value_heads（5）整除\n"
+    )
+    unknown = run("params", "llama-9b", lang="zh_CN.UTF-8")
+    assert unknown.stderr.startswith(
+        "llmmath：错误：未知的预设 'llama-9b'（你是否想输入 "
+    )
+    assert "presets" not in unknown.stderr and "预设：" in unknown.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["kv-cache", "llama-3-8b", "--seq-len", "0"],
+        ["kv-cache", "llama-3-8b"],
+        ["kv-cache", "llama-3-8b", "--seq-len", "8", "--seq-len", "9"],
+        ["memory", "llama-3-8b", "--gpu", "h900"],
+        ["nonsense"],
+    ],
+)
+def test_argparse_says_its_errors_in_chinese_too(args):
+    english, chinese = run(*args), run(*args, lang="zh")
+    assert english.returncode == chinese.returncode == 2
+    assert ": error: " in english.stderr and not CJK.search(english.stderr)
+    assert "：错误：" in chinese.stderr and len(chinese.stderr.splitlines()) == 1
+    # no English word of argparse's or llmmath's left (the option and its value stay)
+    said = re.sub(
+        r"'[^']*'|--[\w-]+|\{[^}]*\}|[A-Z][\w.-]*|\b\w*\d\w*\b", "", chinese.stderr
+    )
+    assert not re.search(r"\b(?:error|argument|invalid|must|got|required)\b", said)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["params", "deepseek-v3"],
+        ["params", "gpt2"],
+        ["kv-cache", "gemma-2-2b", "--seq-len", "8192"],
+        ["flops", "llama-3-8b", "--seq-len", "4096"],
+        ["flops", "mixtral-8x7b", "--seq-len", "64", "--by-module"],
+        ["memory", "llama-3-8b", "--weights", "int4", "--gpu", "h100"],
+        ["speculative", "--alpha", "0.8", "--gamma", "4"],
+        ["parallel", "llama-3-8b", "--gpus", "8", "--tp", "2", "--tokens", "15T",
+         "--price-per-gpu-hour", "2"],
+        ["train-memory", "llama-3-8b", "--method", "lora", "--gpu", "h100"],
+    ],
+)  # fmt: skip
+def test_reports_in_chinese_print_the_same_numbers(args):
+    """A zh report is the English one in other words: the same numbers, each as often
+    (a multiset: Chinese may order a line's words its own way), the same lines; its
+    labels are Chinese; --json is the same in both."""
+    english, chinese = run(*args), run(*args, lang="zh")
+    assert english.returncode == chinese.returncode == 0, chinese.stderr
+    assert Counter(NUMBER.findall(chinese.stdout)) == Counter(
+        NUMBER.findall(english.stdout)
+    )
+    assert len(chinese.stdout.splitlines()) == len(english.stdout.splitlines())
+    assert CJK.search(chinese.stdout) and not CJK.search(english.stdout)
+    if args[0] != "speculative":
+        assert run(*args, "--json", lang="zh").stdout == run(*args, "--json").stdout
+
+
+def test_help_in_chinese():
+    english, chinese = run("kv-cache", "--help"), run("kv-cache", "--help", lang="zh")
+    assert english.stdout.startswith("usage: python -m llmmath kv-cache")
+    assert chinese.stdout.startswith("用法：python -m llmmath kv-cache")
+    assert "显示此帮助信息并退出" in chinese.stdout and "选项" in chinese.stdout
+    assert "每个序列的 token 数（至多 100,000,000）" in chinese.stdout
+
+
+def test_a_language_llmmath_does_not_speak_means_english():
+    for lang in ("fr", "de_DE.UTF-8", ""):
+        assert run("params", "llama-9b", lang=lang).stderr.startswith(
+            "llmmath: error: unknown preset 'llama-9b'"
+        )
+
+
+def test_chinese_help_is_wrapped_by_columns_between_words():
+    """argparse's textwrap counts characters and cuts a Latin word anywhere; the zh
+    help breaks between Chinese characters and at spaces, by terminal columns."""
+    from llmmath.cli import _wrap
+    from llmmath.messages import width
+
+    text = "目录（llmmath.gpus）中的一块 GPU，或简称（h100、a100-80gb、mi300x）"
+    for columns in range(12, 40):
+        lines = _wrap(text, columns)
+        assert "".join(lines).replace(" ", "") == text.replace(" ", "")
+        # at most the columns, but for a comma or bracket kept beside what it closes,
+        # or one word in its brackets longer than a line
+        assert all(
+            width(line) <= columns + 2 or re.fullmatch(r"（?[\w.-]+）?[，、]?", line)
+            for line in lines
+        ), lines
+        assert not any(line[0] in "，、）" or line[-1] == "（" for line in lines)
+        words = {w for line in lines for w in re.findall(r"[\w.-]+", line)}
+        assert {"llmmath.gpus", "a100-80gb", "mi300x"} <= words
+    out = run("parallel", "--help", lang="zh").stdout
+    assert "a100-80gb" in out and "（llmmath.gpus）" in out

@@ -132,6 +132,11 @@ TYPOGRAPHY = {
 }
 
 
+#: The words of the explorers, the calculator, the editions, the errors and the CLI
+#: (llmmath.messages), under the same term and typography rules as the book.
+PACKAGE_CATALOGUE = ROOT / "llmmath" / "locale" / "zh_CN" / "LC_MESSAGES" / "llmmath.po"
+
+
 def _catalogue_params(pending=PENDING):
     return [
         pytest.param(
@@ -142,7 +147,7 @@ def _catalogue_params(pending=PENDING):
             else [],
         )
         for path in CATALOGUES
-    ]
+    ] + [pytest.param(PACKAGE_CATALOGUE, id="llmmath")]
 
 
 def _messages(path: Path):

@@ -20,6 +20,8 @@ from typing import Any, NamedTuple
 
 from llmmath.config import ConfigError, ModelConfig, readable_signature
 from llmmath.errors import closest, did_you_mean
+from llmmath.messages import gettext as _
+from llmmath.messages import join
 
 
 @readable_signature
@@ -67,7 +69,9 @@ def get(name: str) -> Preset:
     if key not in names():
         hint = did_you_mean(closest(key, names()))
         raise ConfigError(
-            f"unknown preset {name!r}{hint}; presets: {', '.join(names())}"
+            _("unknown preset {name}{hint}; presets: {names}").format(
+                name=repr(name), hint=hint, names=join(names())
+            )
         )
     with open(os.path.join(_HERE, f"{key}.json"), encoding="utf-8") as file:
         raw = json.load(file)
