@@ -110,9 +110,11 @@ def _int(state: Mapping, name: str, low: int, high: int) -> int:
             )
         )
     if not low <= value <= high:
+        # a link's 1e308 is a whole number of 309 digits: say it in a few characters
+        shown = f"{value:,}" if abs(value) < 10**18 else f"{float(value):.3g}"
         raise ConfigError(
             _("{name} must be between {low} and {high}, got {value}").format(
-                name=name, low=f"{low:,}", high=f"{high:,}", value=f"{value:,}"
+                name=name, low=f"{low:,}", high=f"{high:,}", value=shown
             )
         )
     return value
@@ -1248,12 +1250,24 @@ def calculator(state: Mapping) -> View:
         _("weights ({format})").format(format=weights): mem["weight_bytes"],
         _("KV cache"): kv["bytes"],
     }
+    past = []
+    if seq_len > mem["context_limit"]:  # memory is not the only limit (the CLI's too)
+        past = [
+            note(
+                _(
+                    "{t} tokens is past the {limit}-token context the model is built "
+                    "for (max_position_embeddings): what fits in memory is not what "
+                    "the model can read."
+                ).format(t=f"{seq_len:,}", limit=f"{mem['context_limit']:,}")
+            )
+        ]
     return {
         "kind": "calculator",
         "state": state,
         "controls": controls,
         "blocks": [
             note(_("{title}: {n} parameters").format(title=title, n=f"{total:,}")),
+            *past,
             table(groups, [_("group"), _("parameters"), _("share")]),
             table(cache_rows, [_("memory"), _("bytes")]),
             table(
@@ -1790,6 +1804,10 @@ EXPLORERS["speculative"] = speculative
 RUNTIME_MESSAGES = (
     N_("Could not run Python in this browser: {error}. Reload the page to try again."),
     N_(
+        "Nothing was run: {error}. This site's files were changed or damaged on the "
+        "way to this page; reloading will not help until the site is fixed."
+    ),
+    N_(
         "Live in your browser: changing a control runs llmmath here, on Python "
         "compiled to WebAssembly (Pyodide, loaded once on first use: {size})."
     ),
@@ -1806,6 +1824,7 @@ RUNTIME_MESSAGES = (
     N_("its config is not deflate data"),
     N_("its config is larger than {limit} bytes, the most llmmath reads"),
     N_("its config is not UTF-8 text"),
+    N_("its config-too-long is not a size in bytes"),
     N_("This page's link cannot be read: {error}."),
     N_(
         "This page's link has no config.json: the one pasted ({size} bytes) was too "
