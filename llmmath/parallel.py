@@ -584,32 +584,45 @@ def activation_bytes_per_gpu(
     keeps for the backward pass: each layer's items (`llmmath.memory.
     activation_bytes_per_layer`, 16-bit) with tensor parallelism dividing all but the
     `TP_REPLICATED_ACTIVATIONS` by tp, sequence parallelism splitting those by the
-    sequence (⌈s/tp⌉ tokens), times L/pp layers, times the micro-batches in flight
-    (`in_flight_micro_batches`). Korthikanti et al. 2022, Table 2: sbh(10 + 24/t +
+    sequence (⌈s/tp⌉ tokens), summed over the first stage's L/pp layers (a mixture of
+    experts' ``dense_layers`` at the dense FFN's width, its other layers at the
+    experts'), times the micro-batches in flight (`in_flight_micro_batches`). Korthikanti et al. 2022, Table 2: sbh(10 + 24/t +
     5as/(ht)) per GPT layer with tp, sbh(34/t + 5as/(ht)) with sequence parallelism.
     With ``recompute`` (full activation checkpointing, Chen et al. 2016; Korthikanti et
     al. 2022, Sec. 3) each layer keeps only its input, 2·s·b·H bytes (÷ tp with
     sequence parallelism), and one layer's activations of one micro-batch are rebuilt
-    at a time during the backward pass. The embedding output and the logits are left
+    at a time during the backward pass (the stage's largest). The embedding output and the logits are left
     out."""
-    full = activation_bytes_per_layer(
-        cfg, seq_len, micro_batch, dropout, flash_attention
-    )
-    short = activation_bytes_per_layer(
-        cfg, _ceil_div(seq_len, tp), micro_batch, dropout, flash_attention
-    )
-    per_layer = 0
-    for item, value in full.items():
-        if item in TP_REPLICATED_ACTIVATIONS:
-            per_layer += short[item] if sequence_parallel else value
-        else:
-            per_layer += _ceil_div(value, tp)
-    layers = cfg.num_hidden_layers // pp
+    layers = range(cfg.num_hidden_layers // pp)  # the first stage's
+    # A mixture of experts keeps a dense FFN in its `dense_layers` (DeepSeek's first
+    # k layers) and the experts' in the others: one of each kind is sized, then counted.
+    kinds: dict[bool, list[int]] = {}
+    for i in layers:
+        kinds.setdefault(
+            cfg.num_moe_layers > 0 and i not in cfg.dense_layers, []
+        ).append(i)
+    per_layer = kept = total = 0
+    for of_kind in kinds.values():
+        layer = of_kind[0] if cfg.num_moe_layers else None
+        full = activation_bytes_per_layer(
+            cfg, seq_len, micro_batch, dropout, flash_attention, layer
+        )
+        short = activation_bytes_per_layer(
+            cfg, _ceil_div(seq_len, tp), micro_batch, dropout, flash_attention, layer
+        )
+        one = 0
+        for item, value in full.items():
+            if item in TP_REPLICATED_ACTIVATIONS:
+                one += short[item] if sequence_parallel else value
+            else:
+                one += _ceil_div(value, tp)
+        per_layer = max(per_layer, one)
+        total += one * len(of_kind)
+        kept = (short if sequence_parallel else full)["input of the first norm"]
     in_flight = in_flight_micro_batches(pp, micro_batches, chunks)
     if recompute:
-        kept = (short if sequence_parallel else full)["input of the first norm"]
-        return math.ceil(kept * layers * in_flight) + per_layer
-    return math.ceil(per_layer * layers * in_flight)
+        return math.ceil(kept * len(layers) * in_flight) + per_layer
+    return math.ceil(total * in_flight)
 
 
 # --- expert and context parallel ------------------------------------------------------

@@ -224,3 +224,29 @@ def test_llama3_405b_needs_model_parallelism():
     cfg = presets.load("llama-3.1-405b").replace(num_hidden_layers=128)
     fits = [p for p in layouts(cfg, 16384, zero=1, seq_len=8192) if p.fits]
     assert fits and all(p.tp * p.pp >= 16 for p in fits)
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3"])
+def test_a_mixture_of_experts_dense_layers_keep_the_dense_ffn(name):
+    """DeepSeek's first ``first_k_dense_replace`` layers have a dense FFN of width I, the
+    others k + S experts of width I_e: the first stage keeps the sum over its own layers,
+    each sized as itself (it once sized every layer as a mixture-of-experts layer)."""
+    from llmmath.memory import activation_bytes_per_layer
+
+    cfg = presets.load(name)
+    k = presets.get(name).hf_config["first_k_dense_replace"]
+    assert k >= 1 and set(cfg.dense_layers) == set(range(k))
+    s, L = 4096, cfg.num_hidden_layers
+    per = [
+        activation_bytes_per_layer(cfg, s, flash_attention=True, layer=i)
+        for i in range(L)
+    ]
+    each = [sum(items.values()) for items in per]
+    assert each[0] != each[-1]  # the dense FFN and the experts keep different bytes
+    assert activation_bytes_per_gpu(cfg, s) == sum(each)
+    # two stages, four micro-batches: the first stage holds the dense layers and the
+    # first of the others, and keeps two micro-batches at once (1F1B)
+    staged = activation_bytes_per_gpu(cfg, s, pp=2, micro_batches=4)
+    assert staged == sum(each[: L // 2]) * 2
+    recomputed = activation_bytes_per_gpu(cfg, s, recompute=True)
+    assert recomputed == 2 * s * cfg.hidden_size * L + max(each)
