@@ -1812,6 +1812,11 @@ RUNTIME_MESSAGES = (
         "compiled to WebAssembly (Pyodide, loaded once on first use: {size})."
     ),
     N_("Live: computed in your browser by llmmath on Pyodide."),
+    N_(
+        "Opened from disk: the numbers shown are those stored in this page. To change "
+        "them, Python must run in your browser, which it does only for a served site: "
+        "run make serve and open this page at http://localhost:8000."
+    ),
     N_("Loading the answer in this page's link:"),
     N_("reading it…"),
     N_("downloading Python for this page: {received} of {total} ({percent} %)…"),

@@ -628,3 +628,59 @@ def test_each_edition_names_itself_as_canonical(site):
             text = (site / prefix / rel).read_text("utf-8")
             (href,) = re.findall(r'<link rel="canonical" href="([^"]+)"', text)
             assert href == baseurl + prefix + rel, (prefix + rel, href)
+
+
+# --- a page opened from disk (issue 36) ---------------------------------------------
+
+# Waits for MathJax's first typesetting of the page, then reports its math: how many
+# formulas the page has (Sphinx's .math elements) and how many MathJax did not draw.
+TYPESET = """
+const done = arguments[arguments.length - 1];
+const report = () => {
+  const math = [...document.querySelectorAll(".math")];
+  done({math: math.length,
+        untypeset: math.filter((m) => !m.querySelector("mjx-container")).length,
+        pinned: document.querySelectorAll("template.llmmath-pinned").length});
+};
+const wait = () => window.MathJax && MathJax.startup && MathJax.startup.promise
+  ? MathJax.startup.promise.then(report, (e) => done({error: String(e)}))
+  : setTimeout(wait, 50);
+wait();
+"""
+
+
+@pytest.mark.parametrize("page", [MEMORY, f"zh/{MEMORY}"])
+def test_a_page_opened_from_disk_typesets_and_shows_its_explorers(page, site, browser):
+    """A page opened from disk (file://), where browsers refuse every script tag that
+    carries an integrity (they cannot read the bytes of a file: URL to check them):
+    its scripts all run, its math is all typeset and its explorers show their stored
+    numbers, with no warning or error in the console; the first change says that
+    Python runs only on a served site, and nothing of the runtime is fetched."""
+    from llmmath.explorers import RUNTIME_MESSAGES
+    from llmmath.messages import messages
+
+    browser.get_log("browser"), browser.get_log("performance")
+    browser.get((site / page).as_uri())
+    found = browser.execute_async_script(TYPESET)
+    assert found["pinned"] > 10 and found["math"] > 10 and found["untypeset"] == 0
+    count = len(explorers_on(site)[MEMORY])
+    for index in range(count):
+        wait_for(browser, index, lambda s: s["draws"] >= 1, f"explorer {index} drawn")
+    (disk,) = [m for m in RUNTIME_MESSAGES if m.startswith("Opened from disk")]
+    if page.startswith("zh/"):
+        disk = messages("zh_CN", only={disk})[disk]
+    assert read(browser, 0)["status"] == disk
+    browser.execute_script(SET, 0, "batch", 3)
+    time.sleep(1)
+    assert read(browser, 0)["status"] == disk and stale(browser)
+    noise = [
+        e["message"]
+        for e in browser.get_log("browser")
+        if e["level"] in ("WARNING", "SEVERE")
+    ]
+    assert not noise, noise
+    urls = [
+        json.loads(e["message"])["message"]["params"].get("request", {}).get("url", "")
+        for e in browser.get_log("performance")
+    ]
+    assert not [u for u in urls if "/pyodide/" in u or "runtime-worker" in u], urls
