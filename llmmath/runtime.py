@@ -22,10 +22,11 @@ build:
 The explorers' front end (``llmmath/static/explorer.js`` and ``explorer.css``) also
 reaches the site through this extension: each page's stored widget state (the
 notebook's metadata, written when the chapter was last executed) gets the package's
-current ``_esm`` and ``_css``, so that the site runs the front end of this build. In
-a translated build (``language: zh_CN``), each explorer's stored ``view`` is computed
-again from its state in that language, so that the page shows its words before the
-reader changes anything; the worker speaks the page's ``<html lang>``.
+current ``_esm`` and ``_css``, so that the site runs the front end of this build, and
+each explorer's stored ``view`` is computed again from its state in the build's language
+(``language: zh_CN``: Chinese), so that the page shows this build's words and controls
+(their accessible names included) before the reader changes anything; the worker speaks
+the page's ``<html lang>``.
 
 Pages with explorers load that script (``nb_ipywidgets_js``). It defines
 ``globalThis.llmmathRuntime``, which loads Pyodide only on the reader's first change of
@@ -276,9 +277,9 @@ def pin_site(root: Path) -> None:
 
 def current_front_end(state_json: str, language: str = "en") -> str:
     """A page's stored widget state (JSON text, as myst-nb puts it in the page) with
-    the current front end (``_esm``, ``_css``) in each llmmath explorer's model, and,
-    when ``language`` is not English, each explorer's ``view`` computed again from its
-    state in that language (the numbers are the same)."""
+    the current front end (``_esm``, ``_css``) in each llmmath explorer's model, and
+    each explorer's ``view`` computed again from its state in ``language`` (the numbers
+    are the same; the words and controls are this build's)."""
     from llmmath.messages import language as language_name
 
     static = TEMPLATE.parent
@@ -290,8 +291,7 @@ def current_front_end(state_json: str, language: str = "en") -> str:
         fields = model.get("state", {})
         if model.get("model_name") == "AnyModel" and {"kind", "view"} <= set(fields):
             fields["_esm"], fields["_css"] = esm, css
-            if language != "en":
-                fields["view"] = translated_view(fields, language)
+            fields["view"] = translated_view(fields, language)
     return json.dumps(state).replace("</script>", r"<\/script>")  # as myst-nb does
 
 

@@ -47,8 +47,9 @@
       fields && Object.prototype.hasOwnProperty.call(fields, name) ? String(fields[name]) : all);
   }
 
-  function tell(text) {
-    for (const listener of listeners) listener(text);
+  // `progress`: a step of the download (many a second), not a new phase.
+  function tell(text, progress = false) {
+    for (const listener of listeners) listener(text, progress);
   }
 
   // A file that failed its digest is the site's fault (changed, or damaged on the way),
@@ -138,7 +139,7 @@
             received: megabytes(data.received),
             total: megabytes(data.total),
             percent,
-          }));
+          }), true);
         } else if (data.type === "phase") {
           tell(data.phase === "starting" ? t("starting Python…") : t("loading llmmath…"));
         } else if (data.type === "ready") {
