@@ -34,7 +34,7 @@ CHROMEDRIVER := /usr/bin/chromedriver
 book: $(STAMP)  ## build the book (English, and 简体中文 in _build/html/zh/) and its reader editions
 	$(BIN)/python -m llmmath.translation build
 	rm -rf editions && cp -R _build/editions editions
-	@echo "Run make serve and visit http://localhost:8000 (pinned scripts do not run from a page opened from disk); the reader editions are in editions/"
+	@echo "Open _build/html/index.html, or run make serve and visit http://localhost:8000 (the explorers compute only there); the reader editions are in editions/"
 
 # One pytest session on three workers (pytest-xdist), each test file on one worker: a
 # notebook's cells run in order in one kernel. The browser, JupyterLab, Binder and sandbox

@@ -164,8 +164,35 @@ def _preset(state: Mapping, default: str) -> str:
 # --- controls and blocks --------------------------------------------------------------
 
 
+#: What the controls labelled by a bare symbol are: their accessible name is this and
+#: the symbol ("hidden size (H)"), which a screen reader says in place of "H".
+SYMBOL_NAMES = {
+    "H": N_("hidden size"),
+    "L": N_("layers"),
+    "V": N_("vocabulary size"),
+    "I": N_("feed-forward size"),
+    "n_h": N_("attention heads"),
+    "n_kv": N_("key-value heads"),
+    "GQA n_kv": N_("key-value heads"),
+    "d_h": N_("head dimension"),
+    "t": N_("sequence length in tokens"),
+    "tp": N_("tensor-parallel degree"),
+    "pp": N_("pipeline-parallel degree"),
+    "MLA d_c": N_("compressed key-value dimension"),
+    "MLA d_r": N_("rotary key dimension"),
+}
+
+
+def _described(control: dict) -> dict:
+    what = SYMBOL_NAMES.get(control["label"])
+    if what:
+        control["description"] = _(what)
+    return control
+
+
 def _number(name, label, low, high, kind="int", step=None, disabled=False) -> dict:
     control = {"name": name, "label": label, "type": kind, "min": low, "max": high}
+    _described(control)
     if step is not None:
         control["step"] = step
     if disabled:
@@ -175,13 +202,15 @@ def _number(name, label, low, high, kind="int", step=None, disabled=False) -> di
 
 def _select(name, label, options, disabled=False) -> dict:
     pairs = [list(o) if isinstance(o, (tuple, list)) else [o, str(o)] for o in options]
-    return {
-        "name": name,
-        "label": label,
-        "type": "select",
-        "options": pairs,
-        "disabled": disabled,
-    }
+    return _described(
+        {
+            "name": name,
+            "label": label,
+            "type": "select",
+            "options": pairs,
+            "disabled": disabled,
+        }
+    )
 
 
 def _check(name, label, disabled=False) -> dict:
@@ -1812,6 +1841,12 @@ RUNTIME_MESSAGES = (
         "compiled to WebAssembly (Pyodide, loaded once on first use: {size})."
     ),
     N_("Live: computed in your browser by llmmath on Pyodide."),
+    N_("Skip to the first explorer's controls"),
+    N_(
+        "Opened from disk: the numbers shown are those stored in this page. To change "
+        "them, Python must run in your browser, which it does only for a served site: "
+        "run make serve and open this page at http://localhost:8000."
+    ),
     N_("Loading the answer in this page's link:"),
     N_("reading it…"),
     N_("downloading Python for this page: {received} of {total} ({percent} %)…"),

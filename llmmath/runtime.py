@@ -22,10 +22,11 @@ build:
 The explorers' front end (``llmmath/static/explorer.js`` and ``explorer.css``) also
 reaches the site through this extension: each page's stored widget state (the
 notebook's metadata, written when the chapter was last executed) gets the package's
-current ``_esm`` and ``_css``, so that the site runs the front end of this build. In
-a translated build (``language: zh_CN``), each explorer's stored ``view`` is computed
-again from its state in that language, so that the page shows its words before the
-reader changes anything; the worker speaks the page's ``<html lang>``.
+current ``_esm`` and ``_css``, so that the site runs the front end of this build, and
+each explorer's stored ``view`` is computed again from its state in the build's language
+(``language: zh_CN``: Chinese), so that the page shows this build's words and controls
+(their accessible names included) before the reader changes anything; the worker speaks
+the page's ``<html lang>``.
 
 Pages with explorers load that script (``nb_ipywidgets_js``). It defines
 ``globalThis.llmmathRuntime``, which loads Pyodide only on the reader's first change of
@@ -181,18 +182,54 @@ class _ScriptTags(html.parser.HTMLParser):
         self.found.append((self.getpos(), self.get_starttag_text(), url))
 
 
+#: A pinned script tag, kept inert in a ``<template>`` (neither run nor fetched by the
+#: browser's preload scanner) and written into the page by `PIN_LOADER`'s function.
+PINNED = '<template class="llmmath-pinned">{tag}</script></template>'
+PINNED_RE = re.compile(
+    r'<template class="llmmath-pinned">(.*?)</template><script>llmmathPin\(\)</script>',
+    re.S,
+)
+#: The inline script put before a page's first pinned script. Over http(s) it preloads
+#: every pinned script with its digest (the preload scanner does not see them) and
+#: writes each tag as it stands, so the browser runs none whose bytes changed. A page
+#: opened from disk (file://) has an opaque origin: browsers refuse every script that
+#: carries an integrity there (they cannot read its bytes), so there each tag is written
+#: without it: whoever can change the site's files on disk can change the page too.
+#: ``document.write`` keeps each script where its tag was: it runs in order with the
+#: page's inline scripts, before DOMContentLoaded, and ``defer`` keeps its meaning.
+PIN_LOADER = (
+    '<script id="llmmath-pin">(function () {{'
+    ' var served = location.protocol !== "file:";'
+    " window.llmmathPin = function () {{"
+    " var tag = document.currentScript.previousElementSibling.content"
+    ".firstElementChild.cloneNode(true);"
+    ' if (!served) tag.removeAttribute("integrity");'
+    " document.write(tag.outerHTML); }};"
+    " if (served) {preloads}.forEach(function (p) {{"
+    ' var link = document.createElement("link");'
+    ' link.rel = "preload"; link.as = "script"; link.href = p[0];'
+    " link.integrity = p[1]; document.head.appendChild(link); }});"
+    " }})();</script>"
+)
+PIN_LOADER_RE = re.compile(r'<script id="llmmath-pin">.*?</script>', re.S)
+
+
 def pin_scripts(page: Path, root: Path) -> int:
-    """Give every script tag of ``page`` that loads a file of the site under ``root``
-    (and every preload of one) the file's SHA-384 as its ``integrity``: the browser
-    runs no script whose bytes changed. Returns how many tags were pinned."""
-    text = page.read_text("utf-8")
+    """Pin every script tag of ``page`` that loads a file of the site under ``root``:
+    the tag gets the file's SHA-384 as its ``integrity`` and is written into the page
+    by `PIN_LOADER`, which checks it over http(s) and leaves it out on file://; the
+    page's preloads of such scripts are left to the loader (over http(s) only). Run
+    again on a pinned page, it pins its tags with the files' current digests. Returns
+    how many tags were pinned."""
+    text = PIN_LOADER_RE.sub("", page.read_text("utf-8"))
+    text = PINNED_RE.sub(r"\1", text)
     parser = _ScriptTags()
     parser.feed(text)
     parser.close()
     starts = [0]
     for line in text.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
-    pieces, at, pinned = [], 0, 0
+    pieces, at, pinned, preloads, first = [], 0, 0, {}, None
     for (line, column), raw, url in parser.found:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme or parts.netloc or not parts.path:
@@ -201,13 +238,25 @@ def pin_scripts(page: Path, root: Path) -> int:
         if not target.is_file() or not target.is_relative_to(root.resolve()):
             continue
         offset = starts[line - 1] + column
-        tag = re.sub(r'\s+integrity="[^"]*"', "", raw)
-        end = len(tag) - (2 if tag.endswith("/>") else 1)
-        close = " " + tag[end:] if tag[end:] == "/>" else tag[end:]
-        tag = f'{tag[:end].rstrip()} integrity="{sri(target.read_bytes())}"{close}'
-        pieces += [text[at:offset], tag]
+        digest = sri(target.read_bytes())
+        preloads.setdefault(url, digest)
+        pieces.append(text[at:offset])
+        first = len(pieces) if first is None else first
         at = offset + len(raw)
+        if raw.startswith("<link"):
+            continue  # the loader preloads it
+        if not text.startswith("</script>", at):
+            raise ValueError(f"{page}: {raw} is not followed by </script>")
+        at += len("</script>")
+        tag = re.sub(r'\s+integrity="[^"]*"', "", raw)[:-1].rstrip()
+        pieces.append(PINNED.format(tag=f'{tag} integrity="{digest}">'))
+        pieces.append("<script>llmmathPin()</script>")
         pinned += 1
+    if first is not None:
+        loader = PIN_LOADER.format(
+            preloads=json.dumps(list(preloads.items())).replace("</", r"<\/")
+        )
+        pieces.insert(first, loader)
     page.write_text("".join(pieces) + text[at:], "utf-8")
     return pinned
 
@@ -228,9 +277,9 @@ def pin_site(root: Path) -> None:
 
 def current_front_end(state_json: str, language: str = "en") -> str:
     """A page's stored widget state (JSON text, as myst-nb puts it in the page) with
-    the current front end (``_esm``, ``_css``) in each llmmath explorer's model, and,
-    when ``language`` is not English, each explorer's ``view`` computed again from its
-    state in that language (the numbers are the same)."""
+    the current front end (``_esm``, ``_css``) in each llmmath explorer's model, and
+    each explorer's ``view`` computed again from its state in ``language`` (the numbers
+    are the same; the words and controls are this build's)."""
     from llmmath.messages import language as language_name
 
     static = TEMPLATE.parent
@@ -242,8 +291,7 @@ def current_front_end(state_json: str, language: str = "en") -> str:
         fields = model.get("state", {})
         if model.get("model_name") == "AnyModel" and {"kind", "view"} <= set(fields):
             fields["_esm"], fields["_css"] = esm, css
-            if language != "en":
-                fields["view"] = translated_view(fields, language)
+            fields["view"] = translated_view(fields, language)
     return json.dumps(state).replace("</script>", r"<\/script>")  # as myst-nb does
 
 

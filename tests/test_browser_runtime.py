@@ -628,3 +628,163 @@ def test_each_edition_names_itself_as_canonical(site):
             text = (site / prefix / rel).read_text("utf-8")
             (href,) = re.findall(r'<link rel="canonical" href="([^"]+)"', text)
             assert href == baseurl + prefix + rel, (prefix + rel, href)
+
+
+# --- a page opened from disk (issue 36) ---------------------------------------------
+
+# Waits for MathJax's first typesetting of the page, then reports its math: how many
+# formulas the page has (Sphinx's .math elements) and how many MathJax did not draw.
+TYPESET = """
+const done = arguments[arguments.length - 1];
+const report = () => {
+  const math = [...document.querySelectorAll(".math")];
+  done({math: math.length,
+        untypeset: math.filter((m) => !m.querySelector("mjx-container")).length,
+        pinned: document.querySelectorAll("template.llmmath-pinned").length});
+};
+const wait = () => window.MathJax && MathJax.startup && MathJax.startup.promise
+  ? MathJax.startup.promise.then(report, (e) => done({error: String(e)}))
+  : setTimeout(wait, 50);
+wait();
+"""
+
+
+@pytest.mark.parametrize("page", [MEMORY, f"zh/{MEMORY}"])
+def test_a_page_opened_from_disk_typesets_and_shows_its_explorers(page, site, browser):
+    """A page opened from disk (file://), where browsers refuse every script tag that
+    carries an integrity (they cannot read the bytes of a file: URL to check them):
+    its scripts all run, its math is all typeset and its explorers show their stored
+    numbers, with no warning or error in the console; the first change says that
+    Python runs only on a served site, and nothing of the runtime is fetched."""
+    from llmmath.explorers import RUNTIME_MESSAGES
+    from llmmath.messages import messages
+
+    browser.get_log("browser"), browser.get_log("performance")
+    browser.get((site / page).as_uri())
+    found = browser.execute_async_script(TYPESET)
+    assert found["pinned"] > 10 and found["math"] > 10 and found["untypeset"] == 0
+    count = len(explorers_on(site)[MEMORY])
+    for index in range(count):
+        wait_for(browser, index, lambda s: s["draws"] >= 1, f"explorer {index} drawn")
+    (disk,) = [m for m in RUNTIME_MESSAGES if m.startswith("Opened from disk")]
+    if page.startswith("zh/"):
+        disk = messages("zh_CN", only={disk})[disk]
+    assert read(browser, 0)["status"] == disk
+    browser.execute_script(SET, 0, "batch", 3)
+    time.sleep(1)
+    assert read(browser, 0)["status"] == disk and stale(browser)
+    noise = [
+        e["message"]
+        for e in browser.get_log("browser")
+        if e["level"] in ("WARNING", "SEVERE")
+    ]
+    assert not noise, noise
+    urls = [
+        json.loads(e["message"])["message"]["params"].get("request", {}).get("url", "")
+        for e in browser.get_log("performance")
+    ]
+    assert not [u for u in urls if "/pyodide/" in u or "runtime-worker" in u], urls
+
+
+# --- screen readers and keyboards (issue 36) ----------------------------------------
+
+# Records, from now on, every text that a live region of an explorer takes: what a
+# screen reader is told. Returns how many live regions there are.
+HEARD = """
+window.__heard = [];
+const live = '[aria-live]:not([aria-live="off"]), [role=status], [role=alert], '
+  + '[role=log]';
+const regions = document.querySelectorAll(`.llmmath-explorer :is(${live})`);
+for (const region of regions) {
+  new MutationObserver(() => window.__heard.push(region.textContent))
+    .observe(region, {childList: true, characterData: true, subtree: true});
+}
+return regions.length;
+"""
+
+
+def test_a_cold_start_tells_a_screen_reader_a_few_lines(site, browser):
+    """From the first change to the first result on a fresh origin (Pyodide downloaded
+    byte by byte), a screen reader hears a few lines, not every step of the download,
+    and the last is that the answer is live."""
+    from llmmath.explorers import explore
+
+    httpd = serve(site)  # a new port: nothing cached
+    try:
+        browser.get(f"{httpd.base}/{CALCULATOR}")
+        wait_for(browser, 0, lambda s: s["draws"] >= 1, "the calculator drawn")
+        assert browser.execute_script(HEARD) >= 1
+        browser.execute_script(SET, 0, "batch", 4)
+        shown = wait_for(browser, 0, lambda s: s["live"], "the first result")
+        heard = browser.execute_script("return window.__heard")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert_shows_python(shown)
+    assert shown["state"] == explore("calculator", {"batch": 4})["state"]
+    assert 2 <= len(heard) <= 6, heard
+    assert sum("%" in line for line in heard) <= 1, heard
+    assert heard[-1].startswith(shown["status"]), heard
+
+
+def test_an_error_in_a_new_answer_is_heard(server, browser):
+    """An answer that is an error (a number no config can hold) is said in the live
+    region, beside "Live", not only shown in the page."""
+    open_page(browser, server, CALCULATOR, 1)
+    browser.execute_script(HEARD)
+    browser.execute_script(SET, 0, "batch", "1e308")
+    shown = wait_for(
+        browser,
+        0,
+        lambda s: s["live"] and "1e+308" in " ".join(s["notes"]),
+        "the error",
+    )
+    error = [n for n in shown["notes"] if "1e+308" in n][0]
+    heard = browser.execute_script("return window.__heard")
+    assert any(error in line for line in heard), (error, heard)
+
+
+def test_a_skip_link_takes_the_keyboard_to_the_first_control(server, browser):
+    """On a page with explorers, the second Tab reaches a link that puts the focus on
+    the first control of the page's first explorer, past its formulas and code."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    open_page(browser, server, MEMORY, 2)
+    ActionChains(browser).send_keys(Keys.TAB, Keys.TAB).perform()
+    link = browser.switch_to.active_element
+    text = link.get_attribute("textContent")  # shown as it slides in
+    assert link.tag_name == "a" and "explorer" in text.lower(), text
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    focused = browser.execute_script(
+        "const first = document.querySelector('.llmmath-explorer')"
+        ".querySelector('input, select, textarea');"
+        "return document.activeElement === first"
+    )
+    assert focused
+
+
+def test_no_control_is_named_by_a_bare_symbol(site, server, browser):
+    """A control whose label is a symbol ("H", "n_kv", "tp") has an accessible name that
+    says what it is, the symbol kept in it."""
+    import re
+
+    symbol = re.compile(r"[A-Za-z]{1,2}|(\w+ )?[A-Za-z]+_[A-Za-z]+")
+    pages = {
+        page: kinds
+        for page, kinds in explorers_on(site).items()
+        if not page.startswith("zh/")
+        and {"params", "attention", "layout", "mla"} & set(kinds)
+    }
+    checked = []
+    for page, kinds in pages.items():
+        open_page(browser, server, page, len(kinds))
+        for label in browser.find_elements("css selector", ".llmmath-control"):
+            text = label.find_element("css selector", ".llmmath-label").text
+            if not symbol.fullmatch(text):
+                continue
+            control = label.find_element("css selector", "input, select, textarea")
+            name = control.accessible_name
+            checked.append(text)
+            assert text in name and re.search(r"[a-z]{4,}", name), (page, text, name)
+    assert {"H", "n_h", "n_kv", "t", "tp", "pp"} <= set(checked), checked

@@ -333,10 +333,58 @@ def test_explorer_colours_keep_their_contrast(page, theme, server, browser):
 
 
 def test_the_status_line_is_polite(server, browser):
+    """What a screen reader hears of an explorer is one polite live region
+    (role=status), not assertive (the cold start's lines: test_browser_runtime.py)."""
     open_page(browser, server, CALCULATOR, 1)
-    assert (
-        browser.execute_script(
-            "return document.querySelector('.llmmath-status').getAttribute('aria-live')"
-        )
-        == "polite"
+    assert browser.execute_script(
+        "const root = document.querySelector('.llmmath-explorer');"
+        "return root.querySelectorAll('[role=status]').length === 1"
+        " && !root.querySelector('[aria-live=assertive], [role=alert]')"
     )
+
+
+# The WCAG contrast of the text of every element matching arguments[0] against the
+# background behind it: [text, ratio], once some match (search results come later).
+TEXT_CONTRAST = (
+    CONTRAST.split("const out =")[0]
+    + """
+const [selector, done] = arguments;
+const measure = () => {
+  const found = [...document.querySelectorAll(selector)];
+  if (!found.length) return setTimeout(measure, 100);
+  done(found.map((e) => [e.textContent.slice(0, 40),
+    ratio(rgb(getComputedStyle(e).color), background(e))]));
+};
+measure();
+"""
+)
+
+
+@pytest.mark.parametrize(
+    "page, selector",
+    [
+        ("chapters/03_attention.html", "caption"),
+        ("chapters/07_kv_cache.html", "caption"),
+        ("chapters/09c_many_gpus.html", "caption"),
+        ("search.html?q=KV+cache", ".highlighted"),
+        ("zh/search.html?q=KV+cache", ".highlighted"),
+    ],
+)
+def test_captions_and_search_terms_keep_their_contrast_in_the_dark(
+    page, selector, server, browser
+):
+    """In the dark theme, the captions of the chapters' HTML tables (on the light box
+    myst-nb gives HTML outputs) and the search page's highlighted terms, in links
+    too, are 4.5:1 or more against what is behind them (issue 36)."""
+    browser.get(f"{server.base}/{page}")
+    browser.execute_script(
+        "localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');"
+    )
+    browser.get(f"{server.base}/{page}")
+    assert browser.execute_script("return document.documentElement.dataset.theme") == (
+        "dark"
+    )
+    found = browser.execute_async_script(TEXT_CONTRAST, selector)
+    browser.execute_script("localStorage.clear()")
+    low = [(text, round(x, 2)) for text, x in found if x < 4.5]
+    assert found and not low, low

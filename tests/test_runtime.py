@@ -169,29 +169,41 @@ def test_needs_kernel_note_is_styled():
 
 
 def test_pin_scripts_gives_every_local_script_its_digest(tmp_path):
-    """`pin_scripts` (issue 36): a local script's tag and its preload get the file's
-    SHA-384 as `integrity`, again after the file changed; other hosts, inline scripts
-    and the rest of the page are left as they were."""
+    """`pin_scripts` (issue 36): a local script's tag gets the file's SHA-384 as
+    `integrity`, kept inert in a template that the page's loader writes in its place
+    (with the digest over http(s), without it on file://), again after the file
+    changed; the loader preloads it over http(s) in place of the page's own preload
+    tag; other hosts, inline scripts and the rest of the page are left as they were."""
     (tmp_path / "_static").mkdir()
     (tmp_path / "_static/a.js").write_text("let a = 1;\n")
     page = tmp_path / "book" / "p.html"
     page.parent.mkdir()
+    preload = '<link rel="preload" as="script" href="../_static/a.js?digest=1" />'
+    script = '<script defer src="../_static/a.js?v=2"></script>'
     text = (
-        "<html><head>\n"
-        '<link rel="preload" as="script" href="../_static/a.js?digest=1" />\n'
-        '  <script defer src="../_static/a.js?v=2"></script>'
+        f"<html><head>\n{preload}\n  {script}"
         '<script src="https://example.org/x.js"></script>\n'
         "<script>let inline = '<script src=\"../_static/a.js\">';</script>\n"
         "</head><body>text</body></html>\n"
     )
     page.write_text(text)
-    assert runtime.pin_scripts(page, tmp_path) == 2
+    assert runtime.pin_scripts(page, tmp_path) == 1
     digest = runtime.sri(b"let a = 1;\n")
     pinned = page.read_text()
-    assert pinned == text.replace(
-        '?digest=1" />', f'?digest=1" integrity="{digest}" />'
-    ).replace('?v=2">', f'?v=2" integrity="{digest}">')
+    (loader,) = re.findall(r'<script id="llmmath-pin">.*?</script>', pinned, re.S)
+    preloads = json.loads(re.search(r"if \(served\) (\[.*?\])\.forEach", loader)[1])
+    assert preloads == [
+        ["../_static/a.js?digest=1", digest],
+        ["../_static/a.js?v=2", digest],
+    ]
+    tag = script.replace('v=2"', f'v=2" integrity="{digest}"')
+    assert pinned == text.replace(preload, loader).replace(
+        script,
+        f'<template class="llmmath-pinned">{tag}</template>'
+        "<script>llmmathPin()</script>",
+    )
     (tmp_path / "_static/a.js").write_text("let a = 2;\n")
-    assert runtime.pin_scripts(page, tmp_path) == 2
+    assert runtime.pin_scripts(page, tmp_path) == 1
     again = page.read_text()
     assert again.count(runtime.sri(b"let a = 2;\n")) == 2 and digest not in again
+    assert again.count("<template") == 1 and again.count('id="llmmath-pin"') == 1

@@ -262,6 +262,8 @@ function makeControl(spec, onChange) {
     if (shown) label.append(input, shown);
   }
   if (!label.contains(input)) label.append(input);
+  // a control labelled by a bare symbol ("H") is named for screen readers by what it is
+  if (spec.description) input.setAttribute("aria-label", `${spec.description} (${spec.label})`);
   let timer = null;
   const control = { node: label, input, read, shown: undefined };
   // `shown`: the value this control last showed (drawn or sent). A control whose value
@@ -277,6 +279,25 @@ function makeControl(spec, onChange) {
   return control;
 }
 
+// On the site, a link beside the theme's "Skip to main content" (the page's first tab stop)
+// takes the keyboard to the page's first control, past the formulas, code cells and copy
+// buttons before it.
+function addSkipLink() {
+  const box = document.getElementById("pst-skip-link");
+  if (!box || box.querySelector(".llmmath-skip")) return;
+  const link = h("a", { class: "llmmath-skip", href: "#main-content",
+    text: words("Skip to the first explorer's controls") });
+  link.addEventListener("click", (event) => {
+    const first = document.querySelector(
+      ".llmmath-controls input, .llmmath-controls select, .llmmath-controls textarea");
+    if (!first) return;
+    event.preventDefault();
+    first.scrollIntoView({ block: "center" });
+    first.focus();
+  });
+  box.append(link);
+}
+
 // --- the widget -----------------------------------------------------------------------------
 
 function render({ model, el }) {
@@ -284,10 +305,14 @@ function render({ model, el }) {
   const kind = model.get("kind");
   const root = h("div", { class: "llmmath-explorer", "data-kind": kind });
   const controlsBox = h("div", { class: "llmmath-controls" });
-  const status = h("div", { class: "llmmath-status", "aria-live": "polite" });
+  const status = h("div", { class: "llmmath-status" });
+  // What a screen reader hears (a live region, not shown): the status line's milestones
+  // and the errors of a new answer, not every step of a download's progress.
+  const heard = h("div", { class: "llmmath-heard", role: "status" });
   const output = h("div", { class: "llmmath-output" });
-  root.append(controlsBox, status, output);
+  root.append(controlsBox, status, heard, output);
   el.append(root);
+  if (runtime) addSkipLink();
   let view = model.get("view");
   let controlsKey = null;
   let controls = {};
@@ -301,6 +326,21 @@ function render({ model, el }) {
   let pending = null; // {state, n}: the newest state not yet sent to Python
   let busy = false;
   let links = 0; // links opened in this tab: only the newest is applied
+
+  let progressHeard = false;
+  // Show `text` in the status line. A screen reader hears it, with `also` (the new
+  // answer's errors), unless it is a step of progress after the first one.
+  function say(text, { progress = false, also = "" } = {}) {
+    status.textContent = text;
+    if (progress && progressHeard) return;
+    progressHeard = progress;
+    const line = [text, also].filter(Boolean).join(" ");
+    if (heard.textContent !== line) heard.textContent = line;
+  }
+
+  // The error notes of the answer drawn, as one line.
+  const errorsShown = () => [...output.querySelectorAll(".llmmath-note.llmmath-error")]
+    .map((note) => note.textContent).join(" ");
 
   function wanted() {
     const state = { ...view.state };
@@ -367,9 +407,9 @@ function render({ model, el }) {
   async function run() {
     busy = true;
     try {
-      const call = await runtime.load((text) => {
+      const call = await runtime.load((text, progress) => {
         if (asked <= dropped) return; // nothing asked since a link failed: its line stays
-        status.textContent = linking ? `${runtime.linkText} ${text}` : text;
+        say(linking ? `${runtime.linkText} ${text}` : text, { progress });
       });
       let drawn = false;
       while (pending) {
@@ -386,18 +426,18 @@ function render({ model, el }) {
       if (!drawn || asked <= dropped) return; // a link that could not be read says so
       output.classList.remove("llmmath-stale");
       status.classList.remove("llmmath-error");
-      status.textContent = runtime.liveText;
+      say(runtime.liveText, { also: errorsShown() });
       root.dataset.live = "true";
       if (linking) root.dataset.link = "applied";
       linking = false;
       const shown = view;
       runtime.remember(kind, view.state, first.state).then((note) => {
         // the link cannot hold this answer: say so, unless a newer answer is on its way
-        if (note && view === shown && !busy) status.textContent = `${runtime.liveText} ${note}`;
+        if (note && view === shown && !busy) say(`${runtime.liveText} ${note}`);
       });
     } catch (error) {
       if (asked <= dropped) return; // said on the next change: load() fails at once
-      status.textContent = runtime.failureText(error);
+      say(runtime.failureText(error));
       status.classList.add("llmmath-error");
       if (linking) root.dataset.link = "failed";
     } finally {
@@ -433,7 +473,7 @@ function render({ model, el }) {
     output.replaceChildren();
     output.classList.add("llmmath-stale");
     status.classList.remove("llmmath-error");
-    status.textContent = `${runtime.linkText} ${words("reading it…")}`;
+    say(`${runtime.linkText} ${words("reading it…")}`);
     const shared = await runtime.shared(kind);
     if (mine !== links) return; // a newer link came while this one was read
     for (const [name, edit] of edits) if (edit.n < n) edits.delete(name); // the link's
@@ -445,7 +485,7 @@ function render({ model, el }) {
       delete root.dataset.live;
       draw(first);
       output.classList.remove("llmmath-stale");
-      status.textContent = shared.error;
+      say(shared.error);
       status.classList.add("llmmath-error");
     } else if (shared) {
       // with the changes the reader made while it was read
@@ -461,7 +501,9 @@ function render({ model, el }) {
 
   model.on("change:view", () => {
     const next = model.get("view");
-    if (next !== view) draw(next);
+    if (next === view) return;
+    draw(next);
+    if (!runtime) say("", { also: errorsShown() }); // a kernel's answer
   });
   draw(view);
   const first = view; // the page's own view: links hold the state that differs from it
@@ -471,10 +513,10 @@ function render({ model, el }) {
   const tag = runtime ? null : document.querySelector('script[src*="/llmmath-runtime.js"]');
   const blocked = tag !== null;
   if (blocked) {
-    status.textContent = words("Nothing was run: {error}. This site's files were changed or " +
+    say(words("Nothing was run: {error}. This site's files were changed or " +
       "damaged on the way to this page; reloading will not help until the site is fixed.", {
       error: `${new URL(tag.src).pathname} did not load or does not match its SHA-384 digest`,
-    });
+    }));
     status.classList.add("llmmath-error");
   }
   if (runtime) {

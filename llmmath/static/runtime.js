@@ -28,6 +28,14 @@
   const listeners = new Set();
   let loading = null; // the promise of `call`, once started
   let failure = null; // the error that stopped the runtime: final, never retried
+  // A page opened from disk (file://) may not fetch the runtime's files: browsers refuse
+  // it. Its stored numbers show, and the first change says what the reader can do.
+  const fromDisk = location.protocol === "file:";
+  const DISK = new Error(t(
+    "Opened from disk: the numbers shown are those stored in this page. To change " +
+      "them, Python must run in your browser, which it does only for a served site: " +
+      "run make serve and open this page at http://localhost:8000.",
+  ));
 
   // `message` (English, a msgid of llmmath's catalogue) in the build's language, with its
   // {fields} filled in from `fields`; English when the catalogue does not have it.
@@ -39,13 +47,15 @@
       fields && Object.prototype.hasOwnProperty.call(fields, name) ? String(fields[name]) : all);
   }
 
-  function tell(text) {
-    for (const listener of listeners) listener(text);
+  // `progress`: a step of the download (many a second), not a new phase.
+  function tell(text, progress = false) {
+    for (const listener of listeners) listener(text, progress);
   }
 
   // A file that failed its digest is the site's fault (changed, or damaged on the way),
   // not the browser's, and a reload fetches the same bytes: say so.
   function failureText(error) {
+    if (error === DISK) return DISK.message;
     if (/does not match its SHA-384 digest/.test(error.message)) {
       return t("Nothing was run: {error}. This site's files were changed or damaged on " +
         "the way to this page; reloading will not help until the site is fixed.",
@@ -129,7 +139,7 @@
             received: megabytes(data.received),
             total: megabytes(data.total),
             percent,
-          }));
+          }), true);
         } else if (data.type === "phase") {
           tell(data.phase === "starting" ? t("starting Python…") : t("loading llmmath…"));
         } else if (data.type === "ready") {
@@ -247,7 +257,7 @@
     manifest: MANIFEST,
     linkLimit: LINK_LIMIT,
     coldStartMs: null,
-    idleText: t(
+    idleText: fromDisk ? DISK.message : t(
       "Live in your browser: changing a control runs llmmath here, on Python compiled to " +
         "WebAssembly (Pyodide, loaded once on first use: {size}).",
       { size: megabytes(MANIFEST.bytes) },
@@ -259,6 +269,7 @@
     // Resolves to `call(kind, stateJson) → Promise<view JSON text>`; `onText` hears the
     // progress, then the failure, if any (after which it hears nothing more).
     load(onText) {
+      if (fromDisk) failure = DISK; // nothing fetched, nothing said to be loading
       if (failure) return Promise.reject(failure);
       if (onText) listeners.add(onText);
       if (!loading) loading = start();
