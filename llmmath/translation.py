@@ -513,11 +513,9 @@ def check_message(
     return problems
 
 
-def check_catalogue(path, pending=frozenset()) -> list[str]:
+def check_catalogue(path) -> list[str]:
     """Every problem of one ``.po`` catalogue, one line each (``[]`` when it is
-    complete): messages untranslated, fuzzy or changed in what they must keep. A
-    message in ``pending`` may be untranslated (a page's printed outputs whose
-    translation is still to come)."""
+    complete): messages untranslated, fuzzy or changed in what they must keep."""
     from babel.messages.pofile import read_po
 
     with open(path, "rb") as handle:
@@ -528,7 +526,7 @@ def check_catalogue(path, pending=frozenset()) -> list[str]:
     language = folders[messages + 1] if messages is not None else None
     problems = []
     for message in catalogue:
-        if not message.id or (message.id in pending and not message.string):
+        if not message.id:
             continue
         found = check_message(message.id, message.string, message.fuzzy, language)
         for problem in found:
@@ -882,9 +880,11 @@ OUTPUT_FIELD = re.compile(r"\{(\d+)\}")
 #: underscored names, words with digits, CamelCase names, ``Name(``, ``Model-Name``
 #: Python's constants, units (``Gi``, ``MB``) and quoted strings (printed JSON).
 OUTPUT_CODE = re.compile(
-    r"[A-Za-z_]\w*=\S+|\(\w+\):|\b(?=[\w.-]*[A-Z0-9])[A-Za-z][\w.]*(?:-[\w.]+)+"
+    # a command line and its continuation lines of options are code, as printed
+    r"^\s*(?:\$ )?python3? -m \S.*$|^\s*(?:--[\w-]+(?:[ =][^\s-]\S*)?\s*)+\\?$"
+    r"|[A-Za-z_]\w*=\S+|\(\w+\):|\b(?=[\w.-]*[A-Z0-9])[A-Za-z][\w.]*(?:-[\w.]+)+"
     r"|\b[A-Za-z_]\w*(?:[._]\w+)+|\b\w*\d\w*\b|\b[A-Z][a-z]+[A-Z]\w*|\b\w+\("
-    r"|\b(?:True|False|None|[KMGT]i?B?)\b|\"[^\"]*\"|(?<![A-Za-z])'[^'\s][^']*'(?![A-Za-z])"
+    r"|\b(?:True|False|None|[KMGT]i?B?)\b|`[^`]+`|\"[^\"]*\"|(?<![A-Za-z])'[^'\s][^']*'(?![A-Za-z])"
 )
 OUTPUT_WORD = re.compile(r"\b[A-Za-z]{2,}\b")
 _TABLE_CELL = re.compile(r"(<t[dh](?:\s[^>]*)?>)(.*?)(</t[dh]>)", re.S)

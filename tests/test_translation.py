@@ -78,31 +78,14 @@ def test_catalogues_hold_every_message(extracted):
         assert not wanted - held, f"{page}: not in the catalogue: {wanted - held}"
 
 
-#: The pages whose printed outputs are not translated yet (issue 33): their output
-#: messages may be empty in the catalogue, and test_printed_outputs_are_chinese fails
-#: for them (strict xfail) until they are. Chapters 1, 4, 9, 12 and the errata are done.
-OUTPUTS_PENDING = {
-    f"chapters/{name}"
-    for name in (
-        "02_embeddings 03_attention 05_norms 06_rope 07_kv_cache 07b_latent_attention "
-        "08_flops 09b_serving 09c_many_gpus 10_llama 11_minimind 13_zoo"
-    ).split()
-}
-
 
 def _notebook(page: str) -> dict:
     return json.loads((ROOT / f"{page}.ipynb").read_text("utf-8"))
 
 
-def _pending_outputs(page: str) -> frozenset[str]:
-    if page not in OUTPUTS_PENDING:
-        return frozenset()
-    return frozenset(translation.output_messages(_notebook(page)))
-
-
 @pytest.mark.parametrize("catalogue", CATALOGUES, ids=_page)
 def test_catalogue_complete(catalogue):
-    assert check_catalogue(catalogue, _pending_outputs(_page(catalogue))) == []
+    assert check_catalogue(catalogue) == []
 
 
 @pytest.mark.parametrize("source", NOTEBOOK_PAGES, ids=lambda p: p.stem)
@@ -607,8 +590,7 @@ def test_check_command_takes_a_folder_and_refuses_a_missing_path(tmp_path, capsy
     """``python -m llmmath.translation check locales/zh_CN/…`` checks every catalogue
     under the folder; a path that is not there is one line and status 2, not a
     traceback."""
-    # the book's pages (the chapters' printed outputs are partly pending, issue 33)
-    assert translation.main(["check", str(LOCALES / "book")]) == 0
+    assert translation.main(["check", str(LOCALES)]) == 0
     assert capsys.readouterr().out.strip() == "complete"
     broken = tmp_path / "zh_CN" / "LC_MESSAGES"
     broken.mkdir(parents=True)
@@ -628,14 +610,7 @@ def test_check_command_takes_a_folder_and_refuses_a_missing_path(tmp_path, capsy
 # --- printed outputs (issue 33): the page's catalogue translates what cells print ----
 
 OUTPUT_PAGES = [
-    pytest.param(
-        f"{p.parent.name}/{p.stem}",
-        marks=[pytest.mark.xfail(reason="issue 33: outputs pending", strict=True)]
-        if f"{p.parent.name}/{p.stem}" in OUTPUTS_PENDING
-        else [],
-        id=p.stem,
-    )
-    for p in NOTEBOOK_PAGES
+    pytest.param(f"{p.parent.name}/{p.stem}", id=p.stem) for p in NOTEBOOK_PAGES
 ]
 #: A printed line or table cell a Chinese reader should not meet in English: two
 #: lowercase English words in a row (names of code and models are single words).
