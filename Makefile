@@ -83,7 +83,7 @@ LANGUAGES := zh_CN
 # The modules whose words are marked _("…") or N_("…") for llmmath.po: the explorers, the
 # editions, the error messages (ConfigError, the CLI's one-line errors) and the CLI's
 # reports and help (tests/test_messages.py checks that every such module is here).
-MESSAGE_SOURCES := $(addprefix llmmath/,activations.py batching.py cli.py config.py \
+MESSAGE_SOURCES := $(addprefix llmmath/,activations.py batching.py book.py cli.py config.py \
   cost.py counting.py editions.py errors.py explorers.py flops.py flops_by_module.py \
   gpus.py hub.py kvcache.py measure.py memory.py messages.py modules.py paged_cache.py \
   parallel.py parallel_cli.py presets/__init__.py quantization.py reports.py roofline.py \

@@ -265,10 +265,13 @@ class Table:
             cap = html.escape(self.caption)
             out = out.replace(">", f">\n<caption>{cap}</caption>", 1)
         if self.fold:
-            summary = html.escape(self.caption or "Table")
+            from llmmath.messages import gettext as _
+
+            summary = html.escape(self.caption or _("Table"))
             n = len(self.rows)
-            rows = f"{n:,} row" + ("" if n == 1 else "s")
-            out = f"<details>\n<summary>{summary} ({rows})</summary>\n{out}\n</details>"
+            rows = (_("{n} row") if n == 1 else _("{n} rows")).format(n=f"{n:,}")
+            summary = _("{summary} ({rows})").format(summary=summary, rows=rows)
+            out = f"<details>\n<summary>{summary}</summary>\n{out}\n</details>"
         return out
 
 

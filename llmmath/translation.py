@@ -384,6 +384,8 @@ def setup(app) -> dict:
     _fast_chinese_search()
     app.connect("config-inited", _config_inited)
     app.connect("doctree-read", _exercise_title_messages)
+    app.connect("doctree-read", _output_messages_for_gettext)
+    app.connect("source-read", _translate_source_outputs)
     app.connect("doctree-read", _translate_part_captions, priority=900)
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
@@ -838,11 +840,10 @@ def translate_notebook(
     notebook: dict, catalogue: dict[str, str], page: str, strict: bool = False
 ) -> dict:
     """A copy of a MyST notebook (nbformat 4 dict) in the catalogue's language: every
-    markdown cell through `translate_markdown`, and each figure's caption (the code
-    cell's ``mystnb.figure.caption``). Code and outputs stay as they are."""
-    import copy
-
-    notebook = copy.deepcopy(notebook)
+    markdown cell through `translate_markdown`, each figure's caption (the code
+    cell's ``mystnb.figure.caption``) and the printed outputs (`translate_outputs`).
+    Code stays as it is."""
+    notebook = translate_outputs(notebook, catalogue, page, strict)
     for cell in notebook["cells"]:
         source = cell["source"]
         source = "".join(source) if isinstance(source, list) else source
@@ -853,3 +854,263 @@ def translate_notebook(
             caption = figure["caption"]
             figure["caption"] = translate_markdown(caption, catalogue, page, strict)
     return notebook
+
+
+# ------------------------------------------------------------------------------
+# Printed outputs: the text and tables a code cell prints, in the page's language.
+#
+# A stored output is English: what the cell printed when the notebook was executed. Its
+# words are messages of the page's catalogue, like its prose (the gettext builder adds
+# them, `_output_messages_for_gettext`), one message per printed line and per table
+# cell, caption or header that holds English words. A message's numbers are fields,
+# ``{0}``, ``{1}``… in the order the English prints them, filled from the stored output
+# when it is translated: the translation keeps every field (the catalogue check counts
+# them as numbers, a multiset), so a translated output shows the same numbers as the
+# English one, and a number that changes when the notebook is re-executed changes in
+# both editions. A changed word makes a new message, which the catalogue check finds
+# untranslated until ``make catalogues`` and a translator have been by.
+
+#: A number printed on its own (not inside a word such as ``bf16`` or ``1e-12``, not a
+#: model's ``-7B``, not an exponent): it becomes a field of the output's message.
+OUTPUT_NUMBER = re.compile(r"(?<![\w.\-^])\d+(?:[.,]\d+)*(?![\w.²³])")
+#: A field of an output message.
+OUTPUT_FIELD = re.compile(r"\{(\d+)\}")
+#: What reads as code, not words, in an output: ``name=value``, a module's ``(name):``,
+#: model names (``Mistral-7B``), dotted or
+#: underscored names, words with digits, CamelCase names, ``Name(``, ``Model-Name``
+#: Python's constants, units (``Gi``, ``MB``) and quoted strings (printed JSON).
+OUTPUT_CODE = re.compile(
+    # a command line and its continuation lines of options are code, as printed
+    r"^\s*(?:\$ )?python3? -m \S.*$|^\s*(?:--[\w-]+(?:[ =][^\s-]\S*)?\s*)+\\?$"
+    r"|[A-Za-z_]\w*=\S+|\(\w+\):|\b(?=[\w.-]*[A-Z0-9])[A-Za-z][\w.]*(?:-[\w.]+)+"
+    r"|\b[A-Za-z_]\w*(?:[._]\w+)+|\b\w*\d\w*\b|\b[A-Z][a-z]+[A-Z]\w*|\b\w+\("
+    r"|\b(?:True|False|None|[KMGT]i?B?)\b|`[^`]+`|\"[^\"]*\"|(?<![A-Za-z])'[^'\s][^']*'(?![A-Za-z])"
+)
+OUTPUT_WORD = re.compile(r"\b[A-Za-z]{2,}\b")
+_TABLE_CELL = re.compile(r"(<t[dh](?:\s[^>]*)?>)(.*?)(</t[dh]>)", re.S)
+_TABLE_TITLE = re.compile(r"<(caption|summary)>(.*?)</\1>", re.S)
+_FOLDED_ROWS = re.compile(r" \(\d[\d,]* rows?\)$")
+_GLUE = "application/papermill.record/"
+_WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def output_message(text: str) -> str | None:
+    """The message of one printed line or table cell: its numbers as fields
+    (``"32 blocks: 6,476,267,520"`` → ``"{0} blocks: {1}"``); ``None`` when it holds
+    no English word to translate (numbers, names, code)."""
+    text = text.strip()
+    if not OUTPUT_WORD.search(OUTPUT_CODE.sub(" ", text)):
+        return None
+    out, end = [], 0
+    for index, match in enumerate(_output_numbers(text)):
+        out += [text[end : match.start()], f"{{{index}}}"]
+        end = match.end()
+    return "".join(out) + text[end:]
+
+
+def _output_numbers(text: str) -> list[re.Match]:
+    """The numbers of an output that become fields (`OUTPUT_NUMBER`), less a date's
+    year after its English month ("July 2024" stays a date, which the catalogue
+    check reads as the numbers 7 and 2024, so that Chinese writes 2024 年 7 月)."""
+    return [
+        match
+        for match in OUTPUT_NUMBER.finditer(text)
+        if not re.search(rf"\b(?:{'|'.join(MONTHS)}) $", text[: match.start()])
+    ]
+
+
+def fill_output(message: str, text: str) -> str:
+    """A translated output ``message`` with its fields filled from the English
+    ``text`` it translates (field ``{i}`` is the English text's i-th number)."""
+    numbers = [match.group() for match in _output_numbers(text.strip())]
+    return OUTPUT_FIELD.sub(lambda m: numbers[int(m.group(1))], message)
+
+
+def _printed(output: dict) -> str | None:
+    """What kind of printed output this is: ``"stream"``, ``"table"`` (an HTML
+    table of `llmmath.book.table`, with its plain-text twin) or ``None`` (glue,
+    explorers, figures, math: not printed text)."""
+    if output.get("output_type") == "stream":
+        return "stream"
+    data = output.get("data") or {}
+    if any(mime.startswith(_GLUE) for mime in data) or _WIDGET in data:
+        return None
+    if "text/html" in data:
+        return "table"
+    return None
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else value
+
+
+def _table_texts(markup: str) -> list[str]:
+    """The cells, headers and caption of a table's HTML, as text."""
+    import html
+
+    texts = [html.unescape(cell) for _, cell, _ in _TABLE_CELL.findall(markup)]
+    for _, title in _TABLE_TITLE.findall(markup):
+        texts.append(_FOLDED_ROWS.sub("", html.unescape(title)))
+    return texts
+
+
+def output_texts(notebook: dict) -> list[str]:
+    """Every printed line and table text of a notebook's code cells, in order."""
+    texts = []
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            kind = _printed(output)
+            if kind == "stream":
+                texts += _text(output.get("text", "")).split("\n")
+            elif kind == "table":
+                texts += _table_texts(_text(output["data"]["text/html"]))
+    return texts
+
+
+def output_messages(notebook: dict) -> list[str]:
+    """The messages of a notebook's printed outputs (`output_message`), each once,
+    in order: what its catalogue must translate for the page's outputs."""
+    found = (output_message(text) for text in output_texts(notebook))
+    return list(dict.fromkeys(m for m in found if m))
+
+
+def _translate_text(text: str, catalogue, page: str, strict: bool) -> str:
+    """One printed line or cell in the catalogue's language (its leading and
+    trailing blanks kept); a text with no message is itself."""
+    message = output_message(text)
+    if message is None:
+        return text
+    translated = lookup(catalogue, message, page, strict)
+    if translated is message:
+        return text
+    body = text.strip()
+    start = text.index(body) if body else 0
+    return text[:start] + fill_output(translated, body) + text[start + len(body) :]
+
+
+def _translate_table(data: dict, catalogue, page, strict, language) -> None:
+    """A table's HTML and plain text rebuilt from its translated cells
+    (`llmmath.book.Table`, its own words in ``language``)."""
+    import html
+
+    from llmmath.book import Table
+    from llmmath.messages import speaking
+
+    markup = _text(data["text/html"])
+    heads, rows, align = [], [], []
+    for row in re.findall(r"<tr>(.*?)</tr>", markup, re.S):
+        cells = _TABLE_CELL.findall(row)
+        texts = [
+            _translate_text(html.unescape(cell), catalogue, page, strict)
+            for _, cell, _ in cells
+        ]
+        if cells and cells[0][0].startswith("<th"):
+            heads = texts
+            align = [
+                "right"
+                if "right" in opening
+                else "center"
+                if "center" in opening
+                else "left"
+                for opening, _, _ in cells
+            ]
+        else:
+            rows.append(texts)
+    titles = _TABLE_TITLE.findall(markup)
+    caption = None
+    if titles:
+        caption = _FOLDED_ROWS.sub("", html.unescape(titles[0][1]))
+        caption = _translate_text(caption, catalogue, page, strict)
+    if not heads:  # not a table of llmmath.book.table: its cells in place
+        data["text/html"] = _TABLE_CELL.sub(
+            lambda m: (
+                m.group(1)
+                + html.escape(
+                    _translate_text(html.unescape(m.group(2)), catalogue, page, strict)
+                )
+                + m.group(3)
+            ),
+            markup,
+        )
+        return
+    folded = markup.lstrip().startswith("<details>")
+    table = Table(rows, heads, caption=caption, align=align, fold=folded)
+    with speaking(language):
+        data["text/html"] = table._repr_html_()
+        data["text/plain"] = repr(table)
+
+
+def translate_outputs(
+    notebook: dict,
+    catalogue: dict[str, str],
+    page: str = "",
+    strict: bool = False,
+    language: str = "zh_CN",
+) -> dict:
+    """A copy of a notebook whose printed outputs (each line of a stream, each cell,
+    header and caption of a table) are in the catalogue's language, their numbers
+    those of the stored English output (`fill_output`). What the catalogue does not
+    translate stays English (or raises `TranslationError` when ``strict``); glue,
+    explorers, math and code are unchanged."""
+    import copy
+
+    notebook = copy.deepcopy(notebook)
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            kind = _printed(output)
+            if kind == "stream":
+                lines = _text(output.get("text", "")).split("\n")
+                text = "\n".join(
+                    _translate_text(line, catalogue, page, strict) for line in lines
+                )
+                output["text"] = _stored(text, output.get("text"))
+            elif kind == "table":
+                data = output["data"]
+                stored = {mime: data.get(mime) for mime in ("text/html", "text/plain")}
+                _translate_table(data, catalogue, page, strict, language)
+                for mime, before in stored.items():
+                    if mime in data:
+                        data[mime] = _stored(_text(data[mime]), before)
+    return notebook
+
+
+def _stored(text: str, like) -> str | list[str]:
+    """``text`` as the notebook stored the value it replaces: nbformat's list of
+    lines, or one string."""
+    return text.splitlines(keepends=True) if isinstance(like, list) else text
+
+
+def _output_messages_for_gettext(app, doctree) -> None:
+    """Give the gettext builder the messages of a notebook page's printed outputs
+    (`output_messages`), so that ``make catalogues`` puts them in its catalogue."""
+    if app.builder.name != "gettext":
+        return
+    import json
+
+    from sphinx.builders.gettext import MsgOrigin
+    from sphinx.util.i18n import docname_to_domain
+
+    source = Path(app.env.doc2path(app.env.docname))
+    if source.suffix != ".ipynb":
+        return
+    notebook = json.loads(source.read_text("utf-8"))
+    domain = docname_to_domain(app.env.docname, app.config.gettext_compact)
+    for message in output_messages(notebook):
+        app.builder.catalogs[domain].add(message, MsgOrigin(str(source), 0))
+
+
+def _translate_source_outputs(app, docname: str, source: list[str]) -> None:
+    """A translated build reads each notebook page with its printed outputs in the
+    build's language (`translate_outputs`, from the page's catalogue)."""
+    import json
+
+    language = language_of(app.config)
+    if language == "en" or Path(app.env.doc2path(docname)).suffix != ".ipynb":
+        return
+    path = catalogue_path(app, docname)
+    if not path.is_file():
+        return
+    notebook = json.loads(source[0])
+    catalogue = read_catalogue(path)
+    translated = translate_outputs(notebook, catalogue, docname, False, language)
+    source[0] = json.dumps(translated, ensure_ascii=False)

@@ -78,6 +78,11 @@ def test_catalogues_hold_every_message(extracted):
         assert not wanted - held, f"{page}: not in the catalogue: {wanted - held}"
 
 
+
+def _notebook(page: str) -> dict:
+    return json.loads((ROOT / f"{page}.ipynb").read_text("utf-8"))
+
+
 @pytest.mark.parametrize("catalogue", CATALOGUES, ids=_page)
 def test_catalogue_complete(catalogue):
     assert check_catalogue(catalogue) == []
@@ -95,9 +100,9 @@ def test_every_block_is_a_message(source):
     parser = translation._markdown_parser()
     for before, after in zip(notebook["cells"], out["cells"], strict=True):
         if before["cell_type"] != "markdown":
-            # code and outputs as they are (a figure's caption is translated)
+            # code as it is (a figure's caption and the printed outputs translated)
             assert after["source"] == before["source"]
-            assert after.get("outputs") == before.get("outputs")
+            assert len(after.get("outputs", [])) == len(before.get("outputs", []))
             continue
         text = "".join(before["source"])
         prose = any(
@@ -582,10 +587,10 @@ def test_an_unknown_language_is_refused():
 
 
 def test_check_command_takes_a_folder_and_refuses_a_missing_path(tmp_path, capsys):
-    """``python -m llmmath.translation check locales/zh_CN`` checks every catalogue
+    """``python -m llmmath.translation check locales/zh_CN/…`` checks every catalogue
     under the folder; a path that is not there is one line and status 2, not a
     traceback."""
-    assert translation.main(["check", str(ROOT / "locales" / "zh_CN")]) == 0
+    assert translation.main(["check", str(LOCALES)]) == 0
     assert capsys.readouterr().out.strip() == "complete"
     broken = tmp_path / "zh_CN" / "LC_MESSAGES"
     broken.mkdir(parents=True)
@@ -600,3 +605,142 @@ def test_check_command_takes_a_folder_and_refuses_a_missing_path(tmp_path, capsy
         translation.main(["check", str(tmp_path / "nothere.po")])
     assert stop.value.code == 2
     assert "no catalogue at" in capsys.readouterr().err
+
+
+# --- printed outputs (issue 33): the page's catalogue translates what cells print ----
+
+OUTPUT_PAGES = [
+    pytest.param(f"{p.parent.name}/{p.stem}", id=p.stem) for p in NOTEBOOK_PAGES
+]
+#: A printed line or table cell a Chinese reader should not meet in English: two
+#: lowercase English words in a row (names of code and models are single words).
+ENGLISH_WORDS = re.compile(r"\b[a-z]{3,} [a-z]{2,}\b")
+
+
+def _printed_texts(notebook: dict) -> list[str]:
+    """Each stream's text and each table's HTML, read here without the module's
+    parsing."""
+    texts = []
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if output.get("output_type") == "stream":
+                texts.append("".join(output["text"]))
+            elif "text/html" in data and not any("papermill" in m for m in data):
+                if "application/vnd.jupyter.widget-view+json" not in data:
+                    texts.append(
+                        BeautifulSoup(
+                            "".join(data["text/html"]), "html.parser"
+                        ).get_text("\n")
+                    )
+    return texts
+
+
+@pytest.mark.parametrize("page", OUTPUT_PAGES)
+def test_printed_outputs_are_chinese(page):
+    """Every printed line and table text of the page with English words is in its
+    catalogue, translated and not fuzzy (strict: an English output that changed, or
+    a new one, fails until ``make catalogues`` and its translation), and the zh
+    outputs hold no run of English words."""
+    with open(LOCALES / f"{page}.po", "rb") as handle:
+        catalogue = {m.id: m.string for m in read_po(handle) if m.id and not m.fuzzy}
+    catalogue = {k: v for k, v in catalogue.items() if v}
+    out = translation.translate_outputs(_notebook(page), catalogue, page, strict=True)
+    english = [
+        line
+        for text in _printed_texts(out)
+        for line in text.split("\n")
+        if ENGLISH_WORDS.search(translation.OUTPUT_CODE.sub(" ", line))
+    ]
+    assert not english, f"{page}: English left in the zh outputs: {english[:5]}"
+
+
+@pytest.mark.parametrize("source", NOTEBOOK_PAGES, ids=lambda p: p.stem)
+def test_printed_outputs_keep_the_numbers(source):
+    """The zh outputs carry the English outputs' numbers, each as often (counted
+    here with the test's own `NUMBER`, in the rendered tables and streams)."""
+    page = f"{source.parent.name}/{source.stem}"
+    notebook = _notebook(page)
+    catalogue = translation.read_catalogue(LOCALES / f"{page}.po")
+    out = translate_notebook(notebook, catalogue, page)
+
+    def numbers(texts):  # an English month beside its year is its number
+        months = (
+            MONTH.sub(lambda m: str(translation.MONTHS.index(m.group()) + 1), text)
+            for text in texts
+        )
+        return Counter(n for text in months for n in NUMBER.findall(text))
+
+    english, chinese = numbers(_printed_texts(notebook)), numbers(_printed_texts(out))
+    assert english == chinese, (
+        f"{page}: missing {sorted((english - chinese).elements())[:8]}, "
+        f"added {sorted((chinese - english).elements())[:8]}"
+    )
+
+
+def test_output_messages_are_lines_and_cells_with_numbers_as_fields():
+    line = "32 blocks: 6,476,267,520 (96.11% of all)"
+    assert translation.output_message(line) == "{0} blocks: {1} ({2}% of all)"
+    zh = translation.fill_output("{0} 个块：{1}（占全部的 {2}%）", line)
+    assert zh == "32 个块：6,476,267,520（占全部的 96.11%）"
+    # words and numbers in names stay in the message, a date keeps its year
+    assert translation.output_message("Llama-3-8B in Q4_K_M, 2 bits") == (
+        "Llama-3-8B in Q4_K_M, {0} bits"
+    )
+    assert translation.output_message("July 2024") == "July 2024"
+    # code, names and numbers alone are not messages
+    for code in (
+        "(q_proj): Linear(in_features=64, out_features=64, bias=False)",
+        "6,738,415,616",
+        "Mistral-7B-v0.1",
+        '"total": 7,241,732,096,',
+        "embed_tokens.weight",
+    ):
+        assert translation.output_message(code) is None, code
+
+
+def test_a_changed_output_is_a_new_message():
+    """A number that changes on re-execution is filled in; a changed word is a
+    message the catalogue lacks (strict: refused)."""
+    catalogue = {"{0} blocks: {1}": "{0} 个块：{1}"}
+    cell = {"cell_type": "code", "source": "", "outputs": []}
+    stream = {"output_type": "stream", "name": "stdout", "text": "33 blocks: 7\n"}
+    notebook = {"cells": [{**cell, "outputs": [stream]}]}
+    out = translation.translate_outputs(notebook, catalogue, "p", strict=True)
+    assert out["cells"][0]["outputs"][0]["text"] == "33 个块：7\n"
+    stream["text"] = "33 layers: 7\n"
+    with pytest.raises(translation.TranslationError, match="33|layers"):
+        translation.translate_outputs(notebook, catalogue, "p", strict=True)
+
+
+def test_a_table_is_rebuilt_in_chinese():
+    from llmmath.book import table
+
+    shown = table(
+        [("total", 6738415616)], ["group", "parameters"], caption="Counts", fold=True
+    )
+    data = {"text/html": shown._repr_html_(), "text/plain": repr(shown)}
+    notebook = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "source": "",
+                "outputs": [
+                    {"output_type": "execute_result", "data": data, "metadata": {}}
+                ],
+            }
+        ]
+    }
+    catalogue = {
+        "total": "合计",
+        "group": "组",
+        "parameters": "参数量",
+        "Counts": "计数",
+    }
+    out = translation.translate_outputs(notebook, catalogue, "p", strict=True)
+    (output,) = out["cells"][0]["outputs"]
+    html = output["data"]["text/html"]
+    assert "<th>组</th>" in html and ">合计<" in html and "6,738,415,616" in html
+    assert "<summary>计数（1 行）</summary>" in html
+    assert "参数量" in output["data"]["text/plain"]
+    assert "total" not in output["data"]["text/plain"]
