@@ -356,17 +356,22 @@ def _clean_outputs(outputs: list[dict], views: dict[str, dict]) -> list[dict]:
     return kept
 
 
-def _language_cell(lang: str) -> dict:
-    """The code cell that makes llmmath's live parts speak ``lang``."""
+def _language_cell(lang: str, figures: bool = False) -> dict:
+    """The code cell that makes llmmath's live parts speak ``lang``; with
+    ``figures``, the figures a reader draws too (`llmmath.figures.install`: their
+    labels, with the CJK font llmmath carries)."""
     comment = _("# The explorers' words in this edition's language.", lang)
+    source = f'{comment}\nimport llmmath.messages\n\nllmmath.messages.use("{lang}")'
+    if figures:
+        comment = _("# The figures' labels and legends too.", lang)
+        source += f"\n\n{comment}\nimport llmmath.figures\n\nllmmath.figures.install()"
     return {
         "cell_type": "code",
         "execution_count": None,
         "id": "llmmath-language",
         "metadata": {},
         "outputs": [],
-        "source": f"{comment}\nimport llmmath.messages\n\n"
-        f'llmmath.messages.use("{lang}")',
+        "source": source,
     }
 
 
@@ -495,7 +500,12 @@ def edition(
         first = next(
             (i for i, c in enumerate(cells) if c.get("cell_type") == "code"), -1
         )
-        cells.insert(first + 1, _language_cell(lang))
+        drawn = any(
+            "image/png" in (o.get("data") or {})
+            for c in cells
+            for o in c.get("outputs", [])
+        )
+        cells.insert(first + 1, _language_cell(lang, figures=drawn))
     metadata = {
         key: value
         for key, value in notebook.get("metadata", {}).items()

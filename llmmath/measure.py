@@ -48,7 +48,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from llmmath.config import ConfigError, ModelConfig
-from llmmath.messages import N_, gettext
+from llmmath.messages import N_, Message, gettext, ljust, translated
 from llmmath.roofline import GPU, decode_step, prefill_step
 
 #: Runs above this many parameters are refused on the CPU (fp32 weights and seconds per
@@ -78,20 +78,24 @@ CUDA_COPY_MEGABYTES = 1024
 LAUNCH_RATIO = 2.0
 KERNEL_RATIO = 1.5
 LEFT_OUT = (
-    "Python and framework overhead per operation",
-    "softmax, norms, activations and RoPE (not matmuls, not counted)",
-    "cache effects: weights that fit in the CPU's caches read faster",
-    "thread start-up and synchronisation",
-    "matmul shapes less efficient than the measured square one",
+    N_("Python and framework overhead per operation"),
+    N_("softmax, norms, activations and RoPE (not matmuls, not counted)"),
+    N_("cache effects: weights that fit in the CPU's caches read faster"),
+    N_("thread start-up and synchronisation"),
+    N_("matmul shapes less efficient than the measured square one"),
 )
 #: What the roofline leaves out on a GPU.
 LEFT_OUT_CUDA = (
-    "kernel launches: Python and the CPU issue each of a step's hundreds of kernels "
-    "(a CUDA graph replays them all in one launch)",
-    "attention over the whole static cache, padded to its length, and its mask",
-    "softmax, norms, activations, RoPE and the cache writes: small kernels that each "
-    "read and write activations",
-    "matmul shapes less efficient than the measured square one",
+    N_(
+        "kernel launches: Python and the CPU issue each of a step's hundreds of "
+        "kernels (a CUDA graph replays them all in one launch)"
+    ),
+    N_("attention over the whole static cache, padded to its length, and its mask"),
+    N_(
+        "softmax, norms, activations, RoPE and the cache writes: small kernels that "
+        "each read and write activations"
+    ),
+    N_("matmul shapes less efficient than the measured square one"),
 )
 
 
@@ -496,18 +500,25 @@ def dominant_cost(eager: float, graph: float, roofline: float) -> tuple[str, str
     kernels without launching them one by one); else the kernels themselves when the
     graph's step takes `KERNEL_RATIO` times the roofline; else neither."""
     if eager >= LAUNCH_RATIO * graph:
-        return "launch overhead", (
-            f"the eager step takes {eager / graph:.1f} times the graph's, which runs "
-            "the same kernels without launching each from Python"
+        return Message(N_("launch overhead")), Message(
+            N_(
+                "the eager step takes {ratio} times the graph's, which runs the same "
+                "kernels without launching each from Python"
+            ),
+            ratio=f"{eager / graph:.1f}",
         )
     if graph >= KERNEL_RATIO * roofline:
-        return "the kernels", (
-            f"the graph's step takes {graph / roofline:.1f} times the roofline: "
-            "attention over the padded cache, small kernels, matmul shapes"
+        return Message(N_("the kernels")), Message(
+            N_(
+                "the graph's step takes {ratio} times the roofline: attention over "
+                "the padded cache, small kernels, matmul shapes"
+            ),
+            ratio=f"{graph / roofline:.1f}",
         )
-    return "none", (
-        f"the graph's step is within {KERNEL_RATIO} times the roofline "
-        f"({graph / roofline:.2f})"
+    return Message(N_("none")), Message(
+        N_("the graph's step is within {limit} times the roofline ({ratio})"),
+        limit=KERNEL_RATIO,
+        ratio=f"{graph / roofline:.2f}",
     )
 
 
@@ -735,27 +746,53 @@ def _measure_cpu(report, cfg, prompt, new_tokens) -> None:
 
 
 def format_report(r: dict) -> str:
-    """The report as text: one block for its device."""
+    """The report as text, in the language of `llmmath.messages`
+    (``LLMMATH_LANG=zh``): one block for its device; its numbers are the JSON
+    report's."""
     if "cuda" in r:
         return _format_cuda(r)
     lines = [
-        f"{r['model']}: {r['parameters']:,} parameters, fp32, prompt "
-        f"{r['prompt_tokens']} tokens, {r['new_tokens']} new, {r['threads']} threads"
+        gettext(
+            "{model}: {parameters} parameters, fp32, prompt {prompt} tokens, {new} "
+            "new, {threads} threads"
+        ).format(
+            model=r["model"],
+            parameters=f"{r['parameters']:,}",
+            prompt=r["prompt_tokens"],
+            new=r["new_tokens"],
+            threads=r["threads"],
+        )
     ]
     d = r["cpu"]
     lines.append(
-        f"cpu: matmul {d['matmul_flops_per_s'] / 1e9:,.1f} GFLOP/s, "
-        f"bandwidth {d['bandwidth_bytes_per_s'] / 1e9:,.1f} GB/s"
+        gettext("cpu: matmul {flops} GFLOP/s, bandwidth {bandwidth} GB/s").format(
+            flops=f"{d['matmul_flops_per_s'] / 1e9:,.1f}",
+            bandwidth=f"{d['bandwidth_bytes_per_s'] / 1e9:,.1f}",
+        )
     )
-    for step in ("prefill", "decode"):
+    steps = {"prefill": gettext("prefill"), "decode": gettext("decode")}
+    for step, name in steps.items():
         p = d[f"{step}_tokens_per_s"]
         lines.append(
-            f"  {step:<8} predicted {p['predicted']:>10,.1f} tokens/s  "
-            f"measured {p['measured']:>10,.1f}  "
-            f"(measured / predicted {p['measured'] / p['predicted']:.2f})"
+            gettext(
+                "  {step} predicted {predicted} tokens/s  measured {measured}  "
+                "(measured / predicted {ratio})"
+            ).format(
+                step=ljust(name, 8),
+                predicted=f"{p['predicted']:>10,.1f}",
+                measured=f"{p['measured']:>10,.1f}",
+                ratio=f"{p['measured'] / p['predicted']:.2f}",
+            )
         )
-    lines.append("left out by the roofline: " + "; ".join(r["left_out"]))
+    lines.append(_left_out(r["left_out"]))
     return "\n".join(lines)
+
+
+def _left_out(items) -> str:
+    """The report's last line: what the roofline leaves out, translated."""
+    return gettext("left out by the roofline: {items}").format(
+        items=gettext("; ").join(translated(item) for item in items)
+    )
 
 
 def _format_cuda(r: dict) -> str:
@@ -765,20 +802,47 @@ def _format_cuda(r: dict) -> str:
     pre = d["prefill_tokens_per_s"]
     return "\n".join(
         [
-            f"{r['model']}: {r['parameters']:,} parameters, {d['dtype']}, batch "
-            f"{d['batch']}, a static cache of {r['prompt_tokens']:,} tokens, "
-            f"{r['new_tokens']} steps timed",
-            f"cuda ({d['device_name']}): matmul "
-            f"{d['matmul_flops_per_s'] / 1e12:,.1f} TFLOP/s, device copy "
-            f"{d['bandwidth_bytes_per_s'] / 1e12:,.2f} TB/s (read + write)",
-            f"  prefill   predicted {pre['predicted']:>10,.0f} tokens/s  measured "
-            f"{pre['measured']:>10,.0f}  ({d['prefill_flops_share']:.0%} of the "
-            "measured FLOP/s)",
-            f"  decode    roofline {s['roofline'] * 1e3:8.3f} ms  eager "
-            f"{s['eager'] * 1e3:8.3f} ms ({share['eager']:.0%} of the bandwidth)  "
-            f"graph {s['graph'] * 1e3:8.3f} ms ({share['graph']:.0%})",
-            f"  dominant left-out cost: {d['dominant_cost']}: "
-            f"{d['dominant_cost_reason']}",
-            "left out by the roofline: " + "; ".join(r["left_out"]),
+            gettext(
+                "{model}: {parameters} parameters, {dtype}, batch {batch}, a static "
+                "cache of {prompt} tokens, {new} steps timed"
+            ).format(
+                model=r["model"],
+                parameters=f"{r['parameters']:,}",
+                dtype=d["dtype"],
+                batch=d["batch"],
+                prompt=f"{r['prompt_tokens']:,}",
+                new=r["new_tokens"],
+            ),
+            gettext(
+                "cuda ({device}): matmul {flops} TFLOP/s, device copy {bandwidth} "
+                "TB/s (read + write)"
+            ).format(
+                device=d["device_name"],
+                flops=f"{d['matmul_flops_per_s'] / 1e12:,.1f}",
+                bandwidth=f"{d['bandwidth_bytes_per_s'] / 1e12:,.2f}",
+            ),
+            gettext(
+                "  prefill   predicted {predicted} tokens/s  measured {measured}  "
+                "({share} of the measured FLOP/s)"
+            ).format(
+                predicted=f"{pre['predicted']:>10,.0f}",
+                measured=f"{pre['measured']:>10,.0f}",
+                share=f"{d['prefill_flops_share']:.0%}",
+            ),
+            gettext(
+                "  decode    roofline {roofline} ms  eager {eager} ms ({eager_share} "
+                "of the bandwidth)  graph {graph} ms ({graph_share})"
+            ).format(
+                roofline=f"{s['roofline'] * 1e3:8.3f}",
+                eager=f"{s['eager'] * 1e3:8.3f}",
+                eager_share=f"{share['eager']:.0%}",
+                graph=f"{s['graph'] * 1e3:8.3f}",
+                graph_share=f"{share['graph']:.0%}",
+            ),
+            gettext("  dominant left-out cost: {cost}: {reason}").format(
+                cost=translated(d["dominant_cost"]),
+                reason=translated(d["dominant_cost_reason"]),
+            ),
+            _left_out(r["left_out"]),
         ]
     )

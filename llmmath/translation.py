@@ -928,8 +928,9 @@ def fill_output(message: str, text: str) -> str:
 
 def _printed(output: dict) -> str | None:
     """What kind of printed output this is: ``"stream"``, ``"table"`` (an HTML
-    table of `llmmath.book.table`, with its plain-text twin) or ``None`` (glue,
-    explorers, figures, math: not printed text)."""
+    table of `llmmath.book.table`, with its plain-text twin), ``"figure"`` (a PNG,
+    translated by `llmmath.figures`) or ``None`` (glue, explorers, math: not printed
+    text)."""
     if output.get("output_type") == "stream":
         return "stream"
     data = output.get("data") or {}
@@ -937,6 +938,8 @@ def _printed(output: dict) -> str | None:
         return None
     if "text/html" in data:
         return "table"
+    if "image/png" in data:
+        return "figure"
     return None
 
 
@@ -1049,9 +1052,10 @@ def translate_outputs(
 ) -> dict:
     """A copy of a notebook whose printed outputs (each line of a stream, each cell,
     header and caption of a table) are in the catalogue's language, their numbers
-    those of the stored English output (`fill_output`). What the catalogue does not
-    translate stays English (or raises `TranslationError` when ``strict``); glue,
-    explorers, math and code are unchanged."""
+    those of the stored English output (`fill_output`), and whose figures are the
+    ones drawn in ``language`` (`llmmath.figures.stored_figure`), where there are.
+    What the catalogue does not translate stays English (or raises `TranslationError`
+    when ``strict``); glue, explorers, math and code are unchanged."""
     import copy
 
     notebook = copy.deepcopy(notebook)
@@ -1064,6 +1068,12 @@ def translate_outputs(
                     _translate_text(line, catalogue, page, strict) for line in lines
                 )
                 output["text"] = _stored(text, output.get("text"))
+            elif kind == "figure":
+                from llmmath.figures import PNG, stored_figure
+
+                translated = stored_figure(output["data"][PNG], language)
+                if translated is not None:  # else the English figure, until drawn
+                    output["data"][PNG] = _stored(translated, output["data"][PNG])
             elif kind == "table":
                 data = output["data"]
                 stored = {mime: data.get(mime) for mime in ("text/html", "text/plain")}

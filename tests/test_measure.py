@@ -294,3 +294,75 @@ def test_the_capture_warm_up_stays_inside_the_cache():
     cfg = _shrunk("llama-3.2-1b")
     r = device_report("tiny", cfg, cpu_probe(), dtype="fp32", context=8, steps=1)
     assert r["decode_step_seconds"]["graph"] > 0
+
+
+def _report(cuda: bool) -> dict:
+    from llmmath import measure
+
+    r = {
+        "model": "Llama-3.2-1B-2L",
+        "parameters": 187_181_056,
+        "prompt_tokens": 4096,
+        "new_tokens": 16,
+        "threads": 2,
+        "left_out": list(measure.LEFT_OUT_CUDA if cuda else measure.LEFT_OUT),
+    }
+    if cuda:
+        cost, why = measure.dominant_cost(0.009, 0.003, 0.002)
+        r["cuda"] = {
+            "dtype": "bf16",
+            "batch": 1,
+            "device_name": "NVIDIA H100",
+            "matmul_flops_per_s": 7.5e14,
+            "bandwidth_bytes_per_s": 2.9e12,
+            "prefill_tokens_per_s": {"predicted": 81234.0, "measured": 40617.0},
+            "prefill_flops_share": 0.41,
+            "decode_step_seconds": {"roofline": 0.002, "eager": 0.009, "graph": 0.003},
+            "bandwidth_share": {"eager": 0.22, "graph": 0.67},
+            "dominant_cost": cost,
+            "dominant_cost_reason": why,
+        }
+    else:
+        r["cpu"] = {
+            "matmul_flops_per_s": 5.2e10,
+            "bandwidth_bytes_per_s": 1.2e10,
+            "prefill_tokens_per_s": {"predicted": 300.0, "measured": 150.0},
+            "decode_tokens_per_s": {"predicted": 20.0, "measured": 10.0},
+        }
+    return r
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_the_report_in_chinese_has_the_english_numbers_and_no_english_words(cuda):
+    """LLMMATH_LANG=zh (issue 33): every line of measure's report translated, its
+    numbers those of the English report, in the same order."""
+    import re
+
+    from llmmath import measure
+    from llmmath.messages import speaking
+
+    r = _report(cuda)
+    english = measure.format_report(r)
+    with speaking("zh_CN"):
+        chinese = measure.format_report(r)
+    numbers = re.compile(r"(?<![a-z])\d+(?:,\d{3})*(?:\.\d+)?")
+    for en, zh in zip(english.splitlines(), chinese.splitlines(), strict=True):
+        assert sorted(numbers.findall(en)) == sorted(numbers.findall(zh)), (en, zh)
+        assert re.search(r"[\u4e00-\u9fff]", zh), zh
+        words = set(re.findall(r"\b[a-z]{4,}\b", zh)) - {"eager", "softmax", "token"}
+        assert not words, (zh, words)
+    if cuda:  # the dominant cost, a Message, in Chinese too
+        assert "launch overhead" in english and "启动开销" in chinese
+    assert "屋顶线未计入" in chinese.splitlines()[-1]
+
+
+def test_measure_command_speaks_chinese(monkeypatch, capsys):
+    """The command's text report under LLMMATH_LANG=zh (the report itself stubbed:
+    what is tested is the language the command prints in)."""
+    from llmmath import measure, messages
+
+    monkeypatch.setattr(measure, "measure_report", lambda *a, **k: _report(False))
+    with messages.speaking("zh_CN"):  # what LLMMATH_LANG=zh chooses
+        main(["measure"])
+    out = capsys.readouterr().out
+    assert "屋顶线未计入" in out and "left out" not in out
