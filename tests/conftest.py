@@ -1,7 +1,7 @@
 """Shared test setup: deterministic hypothesis runs (the same examples on every
-machine), torch on one thread in the test processes, and one build of the book shared by the tests that read the site
-(test_book_build.py, test_browser.py, test_editions.py, test_jupyterlab.py …), even
-across pytest-xdist's workers."""
+machine), torch on one thread in the test processes, and one build of the book shared
+by the tests that read the site (test_book_build.py, test_browser.py,
+test_editions.py, test_jupyterlab.py …), even across pytest-xdist's workers."""
 
 import json
 import sys
