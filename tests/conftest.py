@@ -1,9 +1,10 @@
 """Shared test setup: deterministic hypothesis runs (the same examples on every
-machine), and one build of the book shared by the tests that read the site
-(test_book_build.py, test_browser.py, test_editions.py, test_jupyterlab.py …), even
-across pytest-xdist's workers."""
+machine), torch on one thread in the test processes, and one build of the book shared
+by the tests that read the site (test_book_build.py, test_browser.py,
+test_editions.py, test_jupyterlab.py …), even across pytest-xdist's workers."""
 
 import json
+import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -21,6 +22,19 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("book")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """torch on one thread in this process, as the chapters set it: the tests' tensors
+    are tiny, and make test runs three workers on two cores, where torch's default
+    of one thread per core spends most of its time waiting for the other threads
+    (tests/test_kvcache.py: 15 s of CPU with two threads, 6.5 s with one). Only this
+    process: the kernels, CLIs and pytest runs that tests start keep torch's default
+    (tests/test_other_kernels.py sets OMP_NUM_THREADS=1 itself, to differ from it)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
 
 
 @pytest.fixture

@@ -17,10 +17,13 @@ Debian Chromium, with every host but this machine blocked, then
 
 Needs Debian's chromium and chromium-driver, like tests/test_browser.py (whose setup
 this module imports, with its policy: skip without them, fail when CI is set). A
-screenshot of every notebook, the whole notebook from top to bottom, is saved under
-_build/jupyterlab/.
+notebook that reads wrong is saved as a screenshot, the whole notebook from top to
+bottom, under _build/jupyterlab/ (the failure names it); with
+``LLMMATH_JUPYTERLAB_SHOTS=1`` every notebook is (a third of the reading's time: one
+screenshot per screenful). Each live explorer, once changed, is saved there too.
 """
 
+import contextlib
 import io
 import json
 import os
@@ -53,6 +56,7 @@ from tests.test_browser import (
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "_build" / "jupyterlab"
+ALL_SHOTS = os.environ.get("LLMMATH_JUPYTERLAB_SHOTS", "") not in ("", "0")
 JUPYTER = Path(sys.executable).with_name("jupyter")
 WAIT_S = 90  # JupyterLab's first load, a notebook's rendering, a chapter's run
 
@@ -488,9 +492,24 @@ def read_notebook(page: str, lab: Lab, browser, shots: Path, site: Path) -> dict
         browser, lab, f"{page}.ipynb", len(cells), len(markdown), math=math
     )
     shot = shots / (page.replace("/", "__") + ".png")
-    notebook_screenshot(browser, shot)
+    if ALL_SHOTS:
+        notebook_screenshot(browser, shot)
     where = f"{page} (screenshot: {shot.relative_to(ROOT)})"
+    try:
+        check_reading(page, browser, site, nb, shown, where)
+    except Exception:
+        if not ALL_SHOTS:  # the notebook as it reads wrong
+            with contextlib.suppress(Exception):
+                notebook_screenshot(browser, shot)
+        raise
+    return shown
 
+
+def check_reading(
+    page: str, browser, site: Path, nb: dict, shown: dict, where: str
+) -> None:
+    cells = nb["cells"]
+    markdown = [source(c) for c in cells if c["cell_type"] == "markdown"]
     assert_no_myst(shown, where)
     assert "<llmmath.widgets" not in shown["page"], f"{where}: an object repr"
     assert "No renderer could be found" not in shown["page"], where
@@ -547,7 +566,6 @@ def read_notebook(page: str, lab: Lab, browser, shots: Path, site: Path) -> dict
         assert [a or b for a, b in shown_captions] == captions, where
     if page == "chapters/01_parameters":
         assert "Fig. 1." in shown["visible"] and "Fig. 2." in shown["visible"], where
-    return shown
 
 
 def assert_solution_opens(browser, where: str) -> None:
