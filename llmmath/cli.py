@@ -26,7 +26,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from llmmath.config import ConfigError, ModelConfig
-from llmmath.errors import count_argument, one_line
+from llmmath.errors import MissingExtra, count_argument, one_line
 from llmmath.messages import N_, current, ljust, translated
 from llmmath.messages import gettext as _
 from llmmath.reports import (  # re-exported: chapters and tests import them from here
@@ -590,10 +590,12 @@ def _run(argv: list[str]) -> int:
 
 
 def _run_command(run, *args) -> int:
-    """``run(*args)``'s status, or 2 with one line on stderr for a `ConfigError`."""
+    """``run(*args)``'s status, or 2 with one line on stderr for a `ConfigError` or
+    a package of an extra that is not installed (`MissingExtra`, which names the
+    extra)."""
     try:
         return run(*args)
-    except ConfigError as e:
+    except (ConfigError, MissingExtra) as e:
         print(error_line(e), file=sys.stderr)
         return 2
 

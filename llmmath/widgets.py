@@ -26,8 +26,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anywidget
-import traitlets
+try:  # an extra of the core install (llmmath.errors.EXTRAS)
+    import anywidget
+    import traitlets
+except ModuleNotFoundError as error:
+    from llmmath.errors import needs_extra
+
+    raise needs_extra(error, __name__) from error
 
 from llmmath import explorers
 from llmmath.explorers import (

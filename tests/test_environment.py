@@ -353,7 +353,7 @@ def test_reader_set_holds_what_the_notebooks_and_llmmath_need():
 def test_pyproject_accepts_colabs_widgets():
     """llmmath and the anywidget it pins take the ipywidgets 7 that Colab ships."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    widgets = [Requirement(r) for r in project["dependencies"]]
+    widgets = [Requirement(r) for r in project["optional-dependencies"]["notebooks"]]
     (spec,) = [r.specifier for r in widgets if r.name == "ipywidgets"]
     assert spec.contains("7.6.0") and spec.contains("7.7.1")
     (anywidget_needs,) = [r for r in requires("anywidget") if r.name == "ipywidgets"]
