@@ -9,7 +9,7 @@ in a language: English in plain Python (the kernel needs nothing more), the othe
 languages with Babel's locale data (a dependency of the book's build) and the book's
 spacing between Chinese and Latin text. The Chinese build swaps every spec's English
 text for its Chinese one before the page's messages are parsed
-(`llmmath.translation`), so the site and the reader editions show, for instance:
+(`llmmath_book.translation`), so the site and the reader editions show, for instance:
 
 ============  ==========================  ==============================
 spec          English                     简体中文
@@ -27,7 +27,7 @@ Numbers and percentages read the same in both languages (Babel's zh_CN data: ","
 thousands, "." for decimals and "#,##0%" for a percentage, no space before the sign),
 so `llmmath.book.glue_int` and `glue_pct` glue plain text; `render` formats them for
 any language all the same. Used by `llmmath.book` (the glue helpers),
-`llmmath.translation` (the Chinese build) and the tests.
+`llmmath_book.translation` (the Chinese build) and the tests.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ __all__ = ["LANGUAGES", "MIME", "render", "space_cjk"]
 
 #: The MIME type a spec is stored under, beside the glued value's ``text/plain``.
 MIME = "application/vnd.llmmath.glue+json"
-#: The languages `render` writes (the book's editions, `llmmath.translation.FOLDERS`).
+#: The languages `render` writes (the book's editions,
+#: `llmmath_book.translation.FOLDERS`).
 LANGUAGES = ("en", "zh_CN")
 #: Counts that English prose writes as words (0 is "no": "no models").
 COUNT_WORDS = "no one two three four five six seven eight nine ten".split()

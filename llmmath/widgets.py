@@ -6,7 +6,7 @@ two synced traits: ``inputs``, the state the reader set, and ``view``, what
 (``llmmath/static/explorer.js``) draws ``view``; in a kernel, a change of a control
 sends new ``inputs`` and the kernel answers with a new ``view`` (well under 50 ms). On
 the published site the same front end calls the same function in the reader's browser,
-on Pyodide (`llmmath.runtime`).
+on Pyodide (`llmmath_book.runtime`).
 
 - `ParamExplorer` (chapter 1): a preset, H, L, n_h, n_kv, V, I, tying → the breakdown.
 - `AttentionExplorer` (chapter 3): H, n_h, n_kv and t beside the MHA twin.

@@ -121,7 +121,8 @@ def make(*args: str, cwd: Path, path_dir: Path | None = None):
 @pytest.fixture
 def bare(tmp_path):
     """A directory with the files the Makefile's rules name, and no .venv."""
-    for name in ["requirements.txt", "pyproject.toml"]:
+    for name in ["requirements.txt", "pyproject.toml", "book/_ext/pyproject.toml"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     shutil.copytree(ROOT / "requirements", tmp_path / "requirements")
     return tmp_path

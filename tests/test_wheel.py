@@ -1,6 +1,6 @@
 """llmmath as its users install it (issue 34): the wheel needs nothing outside the
-standard library, runs every command of the command line, and holds what the CLI and
-the browser run, not the book's build machinery.
+standard library, runs every command of the command line, and holds what the CLI, the
+chapters and the browser run, not the book's build machinery (book/_ext/).
 
 The wheel is built from the package's own files and installed with ``--no-deps`` into
 a fresh virtual environment that has nothing else (tests/wheel.py); each command there
@@ -181,3 +181,53 @@ def test_the_light_modules_import_on_the_standard_library(installed, tmp_path):
         cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
+
+
+def wheel_files(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as z:
+        return [n for n in z.namelist() if ".dist-info/" not in n]
+
+
+def test_the_wheel_holds_no_sphinx_extension_or_builder(installed):
+    """No module of the wheel is a Sphinx extension (a ``setup(app)`` function) or
+    imports Sphinx, docutils, myst or jupyter-book; the book's extensions and builders
+    (those _config.yml lists, book/_ext/) are not in it, nor the runtime's scripts."""
+    wheel, _python = installed
+    names = wheel_files(wheel)
+    with zipfile.ZipFile(wheel) as z:
+        sources = {n: z.read(n).decode() for n in names if n.endswith(".py")}
+    assert len(sources) > 40 and "llmmath/cli.py" in sources
+    for name, text in sources.items():
+        assert not re.search(r"^def setup\(app", text, re.M), name
+        found = re.findall(
+            r"^\s*(?:from|import)\s+(sphinx|docutils|myst_\w+|jupyter_book)\b",
+            text,
+            re.M,
+        )
+        assert not found, (name, found)
+    config = (ROOT / "_config.yml").read_text()
+    (listed,) = re.findall(r"^    extensions: \[(.*)\]$", config, re.M)
+    ours = [e.strip() for e in listed.split(",") if "llmmath" in e]
+    assert sorted(ours) == [
+        "llmmath_book.editions",
+        "llmmath_book.runtime",
+        "llmmath_book.translation",
+    ]
+    for extension in ours:
+        module = extension.replace(".", "/") + ".py"
+        assert (ROOT / "book" / "_ext" / module).is_file()
+        assert not [n for n in names if n.endswith(module.split("/")[-1])], module
+    assert not [n for n in names if n.startswith("llmmath_book")]
+    assert not [n for n in names if "runtime" in n or "templates/" in n]
+
+
+def test_the_wheel_holds_only_modules_and_their_data(installed):
+    """Python modules, the presets and measured figures (JSON), the explorers' front end
+    and the compiled catalogues; and it is small (README: its size)."""
+    wheel, _python = installed
+    allowed = re.compile(
+        r"llmmath/(?:[\w/]+\.py|presets/[\w.-]+\.json|measured/[\w.-]+\.json"
+        r"|static/explorer\.(?:js|css)|locale/\w+/LC_MESSAGES/llmmath\.mo)$"
+    )
+    assert [n for n in wheel_files(wheel) if not allowed.fullmatch(n)] == []
+    assert wheel.stat().st_size < 400_000

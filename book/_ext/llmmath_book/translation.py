@@ -632,7 +632,8 @@ def build_book(
 
 
 def main(argv=None) -> int:
-    """``python -m llmmath.translation check|export|import``: the translators' tools.
+    """``python -m llmmath_book.translation check|export|import``: the translators'
+    tools.
 
     - ``check PO…``: print every problem (exit 1 if any);
     - ``export PO``: the messages as JSON on stdout;
@@ -645,7 +646,7 @@ def main(argv=None) -> int:
     import json
     import sys
 
-    parser = argparse.ArgumentParser(prog="python -m llmmath.translation")
+    parser = argparse.ArgumentParser(prog="python -m llmmath_book.translation")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("check").add_argument(
         "catalogues", nargs="+", help=".po files, or folders of them"
