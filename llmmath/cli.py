@@ -23,7 +23,6 @@ import importlib
 import json
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from llmmath.config import ConfigError, ModelConfig
 from llmmath.errors import MissingExtra, count_argument, one_line
@@ -38,6 +37,8 @@ from llmmath.reports import (  # re-exported: chapters and tests import them fro
     params_report,
     resolve,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 #: argparse loads only to build a parser (annotations are strings here,
 #: `from __future__ import annotations`).

@@ -9,10 +9,12 @@ other. Its messages are in the reader's language (`llmmath.messages`).
 
 from __future__ import annotations
 
-from typing import Any
-
 from llmmath.messages import either
 from llmmath.messages import gettext as _
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class ConfigError(ValueError):

@@ -12,10 +12,9 @@ Explained in the chapter *The feed-forward network* (``chapters/04_ffn.ipynb``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from llmmath.errors import check_positive_int
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from fractions import Fraction  # loaded by the functions that use it
     from typing import Protocol

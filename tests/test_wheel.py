@@ -231,3 +231,19 @@ def test_the_wheel_holds_only_modules_and_their_data(installed):
     )
     assert [n for n in wheel_files(wheel) if not allowed.fullmatch(n)] == []
     assert wheel.stat().st_size < 400_000
+
+
+def test_import_llmmath_loads_no_json_re_or_typing(installed, tmp_path):
+    """Issue 34: ``import llmmath`` loads neither json nor re (with enum) nor typing
+    (about 20 ms of CPU together here); the presets load on first use, and
+    ``llmmath.presets`` still works as an attribute."""
+    code = (
+        "import sys; heavy = {'json', 're', 'enum', 'typing'}; "
+        "before = heavy & set(sys.modules); import llmmath; "
+        "print(sorted(heavy & set(sys.modules) - before)); "
+        "print(llmmath.presets.load('gpt2').hidden_size)"
+    )
+    out = subprocess.run(
+        [str(installed[1]), "-c", code], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert out.stdout.split("\n")[:2] == ["[]", "768"], out.stderr
