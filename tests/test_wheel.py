@@ -111,9 +111,18 @@ def test_every_command_runs_from_the_wheel_alone(installed, tmp_path, name):
 
 
 def test_params_json_is_the_count(installed, tmp_path):
-    """The numbers come from the installed package: Llama-3-8B's 8,030,261,248
-    parameters (its model card: 8.03B)."""
+    """The numbers come from the installed package, through ``python -m llmmath`` and
+    the ``llmmath`` script: Llama-3-8B's 8,030,261,248 parameters (its model card:
+    8.03B)."""
     out = run(installed[1], "params", "llama-3-8b", "--json", cwd=tmp_path)
+    assert json.loads(out.stdout)["total"] == 8_030_261_248
+    script = installed[1].with_name("llmmath")  # the console script pip wrote
+    out = subprocess.run(
+        [str(script), "params", "llama-3-8b", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert json.loads(out.stdout)["total"] == 8_030_261_248
 
 
