@@ -66,17 +66,22 @@ def record(cls: type) -> type:
     """
     from collections import namedtuple
 
-    body = dict(cls.__dict__)
-    annotations = body.pop("__annotations__", {})
+    annotations = dict(cls.__annotations__)  # strings: postponed annotations
+    body = {
+        name: value
+        for name, value in cls.__dict__.items()
+        if not name.startswith("__annotat")  # Python 3.14 keeps them lazily
+        and name not in ("__dict__", "__weakref__", "__module__")
+    }
     fields = list(annotations)
-    defaults = [body.pop(name) for name in fields if name in body]
-    if any(name in body for name in fields):  # a default, then a field without one
+    with_default = [name in body for name in fields]
+    if with_default != sorted(with_default):  # a field without a default after one
         raise TypeError(f"{cls.__name__}: a field without a default follows one with")
+    defaults = [body.pop(name) for name in fields if name in body]
     made = namedtuple(cls.__name__, fields, defaults=defaults, module=cls.__module__)
-    made.__annotations__ = made.__new__.__annotations__ = dict(annotations)
+    made.__annotations__ = made.__new__.__annotations__ = annotations
     for name, value in body.items():
-        if name not in ("__dict__", "__weakref__", "__module__"):
-            setattr(made, name, value)
+        setattr(made, name, value)
     made.__qualname__ = cls.__qualname__
     return made
 
