@@ -74,8 +74,9 @@ sandbox:
 	then echo "installed $$(bwrap --version) and libseccomp2"; \
 	else echo "note: could not install bubblewrap and libseccomp2 with apt-get; sandbox tests will skip (fail under CI)"; fi
 
-# The translations' gettext catalogues (llmmath_book/translation.py): Sphinx's gettext builder
-# extracts every message of the book into _build/gettext/*.pot, and sphinx-intl merges them
+# The translations' gettext catalogues (book/_ext/llmmath_book/translation.py): Sphinx's
+# gettext builder extracts every message of the book into _build/gettext/*.pot, and
+# sphinx-intl merges them
 # into locales/<lang>/LC_MESSAGES/*.po (a changed English message comes back fuzzy, a new
 # one empty: tests/test_translation.py fails until it is translated). Babel does the same
 # for the live parts' words (llmmath/messages.py): llmmath/locale/<lang>/LC_MESSAGES/
