@@ -27,12 +27,13 @@ CHROMEDRIVER := /usr/bin/chromedriver
 
 .PHONY: book catalogues test fuzz browser sandbox serve benchmark lab setup vendor clean
 
-# Every edition of the site (llmmath/translation.py): English in _build/html/, each
-# translation from its catalogues in _build/html/<folder>/ (zh/). The builds also write
-# the reader editions (llmmath/editions.py) into _build/editions/<folder>/;
+# Every edition of the site (book/_ext/llmmath_book/translation.py): English in
+# _build/html/, each translation from its catalogues in _build/html/<folder>/ (zh/). The
+# builds also write the reader editions (book/_ext/llmmath_book/editions.py) into
+# _build/editions/<folder>/;
 # they replace editions/, which is committed (tests/test_editions.py checks it is current).
 book: $(STAMP)  ## build the book (English, and 简体中文 in _build/html/zh/) and its reader editions
-	$(BIN)/python -m llmmath.translation build
+	$(BIN)/python -m llmmath_book.translation build
 	rm -rf editions && cp -R _build/editions editions
 	@echo "Open _build/html/index.html, or run make serve and visit http://localhost:8000 (the explorers compute only there); the reader editions are in editions/"
 
@@ -73,8 +74,9 @@ sandbox:
 	then echo "installed $$(bwrap --version) and libseccomp2"; \
 	else echo "note: could not install bubblewrap and libseccomp2 with apt-get; sandbox tests will skip (fail under CI)"; fi
 
-# The translations' gettext catalogues (llmmath/translation.py): Sphinx's gettext builder
-# extracts every message of the book into _build/gettext/*.pot, and sphinx-intl merges them
+# The translations' gettext catalogues (book/_ext/llmmath_book/translation.py): Sphinx's
+# gettext builder extracts every message of the book into _build/gettext/*.pot, and
+# sphinx-intl merges them
 # into locales/<lang>/LC_MESSAGES/*.po (a changed English message comes back fuzzy, a new
 # one empty: tests/test_translation.py fails until it is translated). Babel does the same
 # for the live parts' words (llmmath/messages.py): llmmath/locale/<lang>/LC_MESSAGES/
@@ -84,11 +86,11 @@ LANGUAGES := zh_CN
 # editions, the error messages (ConfigError, the CLI's one-line errors) and the CLI's
 # reports and help (tests/test_messages.py checks that every such module is here).
 MESSAGE_SOURCES := $(addprefix llmmath/,activations.py batching.py book.py cli.py config.py \
-  cost.py counting.py editions.py errors.py explorers.py flops.py flops_by_module.py \
+  cost.py counting.py errors.py explorers.py flops.py flops_by_module.py \
   gpus.py hub.py kvcache.py measure.py memory.py messages.py modules.py paged_cache.py \
   parallel.py parallel_cli.py presets/__init__.py quantization.py reports.py roofline.py \
-  rope.py serving_cli.py speculative.py training.py training_cli.py translation.py \
-  units.py widgets.py)
+  rope.py serving_cli.py speculative.py training.py training_cli.py \
+  units.py widgets.py) $(addprefix book/_ext/llmmath_book/,editions.py translation.py)
 catalogues: $(STAMP)  ## extract the book's messages and update locales/*/LC_MESSAGES/*.po
 	rm -rf _build/gettext-book
 	$(BIN)/jupyter-book build . --builder custom --custom-builder gettext --path-output _build/gettext-book -q
@@ -137,10 +139,12 @@ fuzz: $(STAMP)  ## a larger fuzz run of the CLI and the calculator (about 24,000
 benchmark: $(STAMP)  ## timings of the CLI, the import, each chapter and the widget
 	$(BIN)/python tests/benchmarks/run.py $(BENCHMARK_ARGS)
 
-$(STAMP): $(REQUIREMENTS) pyproject.toml
+# llmmath, and the book's build machinery beside it (book/_ext/: the Sphinx extensions
+# and the editions' builders, which llmmath's wheel does not ship), both editable.
+$(STAMP): $(REQUIREMENTS) pyproject.toml book/_ext/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -r requirements.txt
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . -e book/_ext
 	touch $(STAMP)
 
 clean:

@@ -23,10 +23,9 @@ import importlib
 import json
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from llmmath.config import ConfigError, ModelConfig
-from llmmath.errors import count_argument, one_line
+from llmmath.errors import MissingExtra, count_argument, one_line
 from llmmath.messages import N_, current, ljust, translated
 from llmmath.messages import gettext as _
 from llmmath.reports import (  # re-exported: chapters and tests import them from here
@@ -38,6 +37,8 @@ from llmmath.reports import (  # re-exported: chapters and tests import them fro
     params_report,
     resolve,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 
 #: argparse loads only to build a parser (annotations are strings here,
 #: `from __future__ import annotations`).
@@ -590,10 +591,12 @@ def _run(argv: list[str]) -> int:
 
 
 def _run_command(run, *args) -> int:
-    """``run(*args)``'s status, or 2 with one line on stderr for a `ConfigError`."""
+    """``run(*args)``'s status, or 2 with one line on stderr for a `ConfigError` or
+    a package of an extra that is not installed (`MissingExtra`, which names the
+    extra)."""
     try:
         return run(*args)
-    except ConfigError as e:
+    except (ConfigError, MissingExtra) as e:
         print(error_line(e), file=sys.stderr)
         return 2
 

@@ -10,17 +10,18 @@ Explained in the chapter *Counting parameters* (``chapters/01_parameters.ipynb``
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import re
 from collections.abc import Mapping
-from typing import Any, NamedTuple
 
 from llmmath.errors import ConfigError, check_positive_int
 from llmmath.ffn import minimind_intermediate_size
 from llmmath.messages import N_, join
 from llmmath.messages import gettext as _
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (`record`)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ConfigError", "ModelConfig", "RopeScaling", "check_positive_int"]
 
@@ -53,20 +54,40 @@ ACTIVATIONS = ("silu", "gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 ROPE_SCALING_TYPES = ("linear", "llama3")
 
 
-def readable_signature(cls: type) -> type:
-    """Show a `typing.NamedTuple`'s field types as written (``int | None``) in
-    ``help()`` and Jupyter's ``?``, not as the ``ForwardRef('int | None')`` that
-    typing makes of this package's postponed annotations."""
-    new = cls.__new__
-    new.__annotations__ = {
-        name: getattr(hint, "__forward_arg__", hint)
-        for name, hint in new.__annotations__.items()
+def record(cls: type) -> type:
+    """The class statement ``cls`` as a named tuple, as `typing.NamedTuple` makes one
+    (its annotated fields, in order, with their defaults; its methods, properties and
+    docstring), without importing `typing`: ``python -m llmmath params`` would pay
+    that module's import (issue 34), and its records are these classes.
+
+    The fields' annotations are kept as written (``int | None``, this package's
+    postponed annotations) on the class and on ``__new__``, which ``help()``,
+    `inspect.signature` and hypothesis read.
+    """
+    from collections import namedtuple
+
+    annotations = dict(cls.__annotations__)  # strings: postponed annotations
+    body = {
+        name: value
+        for name, value in cls.__dict__.items()
+        if not name.startswith("__annotat")  # Python 3.14 keeps them lazily
+        and name not in ("__dict__", "__weakref__", "__module__")
     }
-    return cls
+    fields = list(annotations)
+    with_default = [name in body for name in fields]
+    if with_default != sorted(with_default):  # a field without a default after one
+        raise TypeError(f"{cls.__name__}: a field without a default follows one with")
+    defaults = [body.pop(name) for name in fields if name in body]
+    made = namedtuple(cls.__name__, fields, defaults=defaults, module=cls.__module__)
+    made.__annotations__ = made.__new__.__annotations__ = annotations
+    for name, value in body.items():
+        setattr(made, name, value)
+    made.__qualname__ = cls.__qualname__
+    return made
 
 
-@readable_signature
-class RopeScaling(NamedTuple):
+@record
+class RopeScaling:
     """A config's ``rope_scaling`` (context extension of RoPE; no effect on any count).
 
     ``rope_type`` ``"linear"`` (position interpolation) and ``"llama3"`` (Llama 3.1) are
@@ -153,8 +174,8 @@ def one_of(name: str, allowed, value: Any) -> str:
     )
 
 
-@readable_signature
-class _ModelConfigFields(NamedTuple):
+@record
+class _ModelConfigFields:
     """The fields of `ModelConfig` and their defaults (documented there; `ModelConfig`
     adds the checks, the derived defaults and the methods)."""
 
@@ -675,9 +696,17 @@ MAX_INT_DIGITS = len(str(MAX_INT))
 #: No model has more layers; loops over the layers stay instant below it.
 MAX_LAYERS = 10_000
 
-# A string, or an unterminated one up to the end (never a failed match: linear time).
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+def _bracket_patterns():
+    """(a string, or an unterminated one up to the end: never a failed match, linear
+    time; a run of anything but brackets), compiled on first use: `re` loads only
+    for a config read from text (``import llmmath`` stays light, issue 34)."""
+    import re
+
+    return (
+        re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL),
+        re.compile(r"[^\[\]{}]+"),
+    )
 
 
 class _Refused:
@@ -727,7 +756,8 @@ def _too_deep(text: str) -> bool:
     peeled off level by level, `MAX_DEPTH` times at most; what remains is walked."""
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return False
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text)).translate(_SQUARE)
+    string, not_bracket = _bracket_patterns()
+    brackets = not_bracket.sub("", string.sub("", text)).translate(_SQUARE)
     peels = 0  # levels removed: what remains nests on top of them
     while peels < MAX_DEPTH:
         peeled = brackets.replace("[]", "")
@@ -923,6 +953,8 @@ def parse_config_text(text: str, source: str | None = None) -> dict:
                 )
             obj[key] = value
         return obj
+
+    import json  # here, not at import: ``import llmmath`` stays light (issue 34)
 
     try:
         raw = json.loads(

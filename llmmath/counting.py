@@ -13,9 +13,8 @@ Explained in the chapter *Counting parameters* (``chapters/01_parameters.ipynb``
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
-from llmmath.config import ModelConfig, readable_signature
+from llmmath.config import ModelConfig, record
 from llmmath.messages import N_
 
 GROUPS = ("embedding", "attention", "ffn", "norm", "lm_head")
@@ -35,8 +34,8 @@ MTP_CONVENTION = (
 )
 
 
-@readable_signature
-class TensorCount(NamedTuple):
+@record
+class TensorCount:
     """One learnable tensor: ``name`` as in the reference model's ``named_parameters()``
     with ``layers.{i}.`` dropped, its ``group`` (one of `GROUPS`), ``shape`` in torch
     order, ``dims`` (the shape in notation letters), whether it repeats ``per_layer``,
@@ -72,8 +71,8 @@ class TensorCount(NamedTuple):
         return "·".join(factors).replace("*", "·")
 
 
-@readable_signature
-class ParamCount(NamedTuple):
+@record
+class ParamCount:
     """The exact parameter count of a model, tensor by tensor (see `count_params`)."""
 
     tensors: tuple[TensorCount, ...]

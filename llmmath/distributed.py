@@ -17,11 +17,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import torch.distributed as dist
-from torch import nn
-from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.tensor import DTensor, Replicate
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+try:  # an extra of the core install (llmmath.errors.EXTRAS)
+    import torch.distributed as dist
+    from torch import nn
+    from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+except ModuleNotFoundError as error:
+    from llmmath.errors import needs_extra
+
+    raise needs_extra(error, __name__) from error
 
 
 def megatron_plan(model: nn.Module) -> dict:

@@ -2,8 +2,10 @@
 
 Every chapter, the calculator and the errata start with `install_cell`'s code: on
 Colab, or any Python without ``llmmath``, it installs the package with its
-``notebooks`` extra (tabulate for the tables, torchao for chapter 9b, nbformat for the
-coursework), and nothing that only builds or tests the book. Colab already has torch,
+``notebooks`` extra (the core alone needs only the standard library; the extra brings
+SymPy, NumPy, Matplotlib, ipywidgets and anywidget, tabulate for the tables, torchao
+for chapter 9b, nbformat for the coursework), and nothing that only builds or tests
+the book. Colab already has torch,
 NumPy, SymPy, Matplotlib and ipywidgets 7, which the package accepts, so pip leaves
 them alone; if it did change a package that the session had already imported, the
 cell says so in one line (`restart_note`). Standard library only.

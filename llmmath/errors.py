@@ -1,5 +1,6 @@
-"""The package's error type, its one positive-integer check, `one_line`, the "did you
-mean" of an unknown name, and the argparse types for counts.
+"""The package's error types, its one positive-integer check, `one_line`, the "did
+you mean" of an unknown name, the argparse types for counts, and the error that names
+the extra to install (`needs_extra`).
 
 A leaf module (standard library and `llmmath.messages` only), so that `llmmath.config`
 and the sizing rules it uses (`llmmath.ffn`) can both import it without importing each
@@ -8,14 +9,58 @@ other. Its messages are in the reader's language (`llmmath.messages`).
 
 from __future__ import annotations
 
-from typing import Any
-
 from llmmath.messages import either
 from llmmath.messages import gettext as _
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class ConfigError(ValueError):
     """A config that cannot be counted; the message names the field and the rule."""
+
+
+#: The extra of pyproject.toml that brings each top-level module outside the standard
+#: library that a module of llmmath imports: ``pip install llmmath`` installs the core
+#: alone (the CLI and every count, on the standard library), the extras the rest.
+EXTRAS = {
+    "anywidget": "notebooks",
+    "ipywidgets": "notebooks",
+    "matplotlib": "notebooks",
+    "nbformat": "notebooks",
+    "numpy": "notebooks",
+    "sympy": "notebooks",
+    "tabulate": "notebooks",
+    "torchao": "notebooks",
+    "traitlets": "notebooks",
+    "torch": "torch",
+    "huggingface_hub": "hub",
+}
+
+
+class MissingExtra(ModuleNotFoundError):
+    """A module or command of llmmath needs a package that is not installed; the
+    message names the extra that installs it (`needs_extra`)."""
+
+
+def needs_extra(error: ModuleNotFoundError, needed_by: str) -> MissingExtra:
+    """The error to raise, ``from error``, when ``needed_by`` (a module or a command)
+    fails to import a package: it names the package and the extra of `EXTRAS` that
+    brings it (``pip install 'llmmath[torch]'``), or the package alone when no extra
+    does."""
+    package = (error.name or "").partition(".")[0] or str(error)
+    extra = EXTRAS.get(package)
+    if extra is None:
+        message = _("{needed_by} needs {package}, which is not installed").format(
+            needed_by=needed_by, package=package
+        )
+    else:
+        message = _(
+            "{needed_by} needs {package}, which is not installed: pip install "
+            "'llmmath[{extra}]'"
+        ).format(needed_by=needed_by, package=package, extra=extra)
+    return MissingExtra(message, name=error.name)
 
 
 def check_positive_int(name: str, value: Any) -> None:

@@ -8,8 +8,8 @@ blocks to show::
 
 The same function runs in two places: in a Jupyter kernel, where `llmmath.widgets` calls
 it on every change of a control, and on the published site, where Pyodide (CPython
-compiled to WebAssembly) runs it in the reader's browser (`llmmath.runtime`). One front
-end, ``llmmath/static/explorer.js``, draws the view in both: tables, notes and SVG
+compiled to WebAssembly) runs it in the reader's browser (`llmmath_book.runtime`). One
+front end, ``llmmath/static/explorer.js``, draws the view in both: tables, notes and SVG
 figures.
 
 This module and everything it imports need only the standard library
@@ -1828,8 +1828,8 @@ EXPLORERS["speculative"] = speculative
 
 
 #: The site runtime's own words (``llmmath/static/runtime.js`` and ``explorer.js``):
-#: `llmmath.runtime` inlines them, in the build's language, into llmmath-runtime.js,
-#: whose ``t(message, fields)`` looks them up (English when absent).
+#: `llmmath_book.runtime` inlines them, in the build's language, into
+#: llmmath-runtime.js, whose ``t(message, fields)`` looks them up (English when absent).
 RUNTIME_MESSAGES = (
     N_("Could not run Python in this browser: {error}. Reload the page to try again."),
     N_(

@@ -12,14 +12,21 @@ Explained in the chapter *The feed-forward network* (``chapters/04_ffn.ipynb``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from llmmath.errors import check_positive_int
 
-if TYPE_CHECKING:  # config imports this module for MiniMind's sizing rule
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
     from fractions import Fraction  # loaded by the functions that use it
+    from typing import Protocol
 
-    from llmmath.config import ModelConfig
+    class FFNShape(Protocol):
+        """What the ratios read of a config (a `llmmath.config.ModelConfig`): not
+        imported here, since config imports this module for MiniMind's sizing rule
+        (no import circle, even for a type checker: tests/test_layers.py)."""
+
+        hidden_size: int
+        intermediate_size: int
+        mlp_type: str
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -54,14 +61,15 @@ def minimind_intermediate_size(hidden_size: int, multiple_of: int = 64) -> int:
     return round_up(int(hidden_size * 8 / 3), multiple_of)
 
 
-def ffn_ratio(cfg: ModelConfig) -> Fraction:
-    """M = I / H exactly (note 000's ``ffn_mult``)."""
+def ffn_ratio(cfg: FFNShape) -> Fraction:
+    """M = I / H exactly (note 000's ``ffn_mult``) of ``cfg``, a
+    `llmmath.config.ModelConfig`."""
     from fractions import Fraction
 
     return Fraction(cfg.intermediate_size, cfg.hidden_size)
 
 
-def equivalent_plain_ratio(cfg: ModelConfig) -> Fraction:
+def equivalent_plain_ratio(cfg: FFNShape) -> Fraction:
     """The ratio a plain two-matrix MLP would need for the same FFN weights (biases
     aside): 1.5·I/H for a gated FFN (3·H·I = 2·H·(1.5·I)), I/H for a plain one."""
     from fractions import Fraction

@@ -4,7 +4,7 @@ A figure is a code cell's output, a PNG that matplotlib drew when the notebook w
 executed, in English. Its words are translated where they are drawn: within
 `translating`, every text of a figure (a title, an axis label, a legend's entry, a tick
 label, an annotation) is drawn as its translation, the same rule as the printed
-outputs' (`llmmath.translation.output_message`): a text with English words is a
+outputs' (`llmmath.localize.output_message`): a text with English words is a
 message whose numbers are fields, ``"total {0} parameters"``, filled from the English
 text, so the figure shows the same numbers in both languages; a text of numbers,
 names and code is drawn as it is. The messages live in their own gettext catalogue,
@@ -23,11 +23,11 @@ re-executing the notebooks: ``python -m llmmath.figures`` executes each chapter 
 figure once with the figures translated (`install`), and stores each Chinese PNG under
 ``locales/<lang>/figures/`` named by the SHA-256 of the stored English PNG it
 translates, with an index of the translations each one used (``index.json``).
-`llmmath.translation.translate_outputs` replaces an English figure by its translation
-when there is one; ``tests/test_figures.py`` fails when a chapter's figure has none,
-or when a translation it was drawn with has changed since (stale). The same command
-adds each new figure message to the catalogues (untranslated), and remakes the font
-subset when a translation uses a character the font does not have.
+`llmmath_book.translation.translate_outputs` replaces an English figure by its
+translation when there is one; ``tests/test_figures.py`` fails when a chapter's
+figure has none, or when a translation it was drawn with has changed since (stale).
+The same command adds each new figure message to the catalogues (untranslated), and
+remakes the font subset when a translation uses a character the font does not have.
 
 In a live kernel, `install` (which the Chinese reader editions' first cell calls)
 draws every figure in the language of `llmmath.messages` from then on.
@@ -164,9 +164,9 @@ def make_font(characters: set[str], source: Path = SOURCE_FONT, out: Path = FONT
 
 
 def message(text: str) -> str | None:
-    """The message of one figure text (`llmmath.translation.output_message`); ``None``
+    """The message of one figure text (`llmmath.localize.output_message`); ``None``
     for mathtext (``$…$``, a log axis's ticks) and texts with no English word."""
-    from llmmath.translation import output_message
+    from llmmath.localize import output_message
 
     if not text.strip() or "$" in text:
         return None
@@ -180,7 +180,7 @@ def translate(
     text itself when it has no message, or when the catalogue lacks it (then
     `FigureTranslationError` when ``strict``). ``seen`` collects {message:
     translation or None}."""
-    from llmmath.translation import fill_output
+    from llmmath.localize import fill_output
 
     found = message(text)
     if found is None or language == "en":

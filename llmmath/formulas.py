@@ -12,7 +12,12 @@ Explained in the chapter *Counting parameters* (``chapters/01_parameters.ipynb``
 
 from __future__ import annotations
 
-import sympy as sp
+try:  # an extra of the core install (llmmath.errors.EXTRAS)
+    import sympy as sp
+except ModuleNotFoundError as error:
+    from llmmath.errors import needs_extra
+
+    raise needs_extra(error, __name__) from error
 
 from llmmath.config import ModelConfig
 from llmmath.counting import weight_shapes

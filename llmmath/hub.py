@@ -252,7 +252,7 @@ def download_config(repo_id: str, revision: str, cache: str) -> str:
     except ImportError:
         raise ConfigError(
             _(
-                "{name}=1 needs huggingface_hub (pip install huggingface_hub); "
+                "{name}=1 needs huggingface_hub (pip install 'llmmath[hub]'); "
                 "without it llmmath reads only the local hub cache"
             ).format(name=DOWNLOAD_ENV)
         ) from None

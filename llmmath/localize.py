@@ -9,7 +9,7 @@ in a language: English in plain Python (the kernel needs nothing more), the othe
 languages with Babel's locale data (a dependency of the book's build) and the book's
 spacing between Chinese and Latin text. The Chinese build swaps every spec's English
 text for its Chinese one before the page's messages are parsed
-(`llmmath.translation`), so the site and the reader editions show, for instance:
+(`llmmath_book.translation`), so the site and the reader editions show, for instance:
 
 ============  ==========================  ==============================
 spec          English                     简体中文
@@ -27,7 +27,7 @@ Numbers and percentages read the same in both languages (Babel's zh_CN data: ","
 thousands, "." for decimals and "#,##0%" for a percentage, no space before the sign),
 so `llmmath.book.glue_int` and `glue_pct` glue plain text; `render` formats them for
 any language all the same. Used by `llmmath.book` (the glue helpers),
-`llmmath.translation` (the Chinese build) and the tests.
+`llmmath_book.translation` (the Chinese build) and the tests.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ __all__ = ["LANGUAGES", "MIME", "render", "space_cjk"]
 
 #: The MIME type a spec is stored under, beside the glued value's ``text/plain``.
 MIME = "application/vnd.llmmath.glue+json"
-#: The languages `render` writes (the book's editions, `llmmath.translation.FOLDERS`).
+#: The languages `render` writes (the book's editions,
+#: `llmmath_book.translation.FOLDERS`).
 LANGUAGES = ("en", "zh_CN")
 #: Counts that English prose writes as words (0 is "no": "no models").
 COUNT_WORDS = "no one two three four five six seven eight nine ten".split()
@@ -172,3 +173,67 @@ def _date(value: str, language: str) -> str:
     else:
         text = format_date(date, "long", locale=locale)
     return space_cjk(text)
+
+
+# --- printed outputs and figure texts as messages -------------------------------------
+# The Chinese edition translates what a cell prints and what a figure says through the
+# page's catalogue (`llmmath_book.translation`, `llmmath.figures`): one message per
+# printed line, table cell or figure text, its numbers as fields {0}, {1}, … filled from
+# the English text, so a number that changes when a notebook is re-executed changes in
+# both editions.
+
+#: The English months, January first.
+MONTHS = (
+    "January February March April May June July August September October November "
+    "December"
+).split()
+
+#: A number printed on its own (not inside a word such as ``bf16`` or ``1e-12``, not a
+#: model's ``-7B``, not an exponent): it becomes a field of the output's message.
+OUTPUT_NUMBER = re.compile(r"(?<![\w.\-^])\d+(?:[.,]\d+)*(?![\w.²³])")
+#: A field of an output message.
+OUTPUT_FIELD = re.compile(r"\{(\d+)\}")
+#: What reads as code, not words, in an output: ``name=value``, a module's ``(name):``,
+#: model names (``Mistral-7B``), dotted or
+#: underscored names, words with digits, CamelCase names, ``Name(``, ``Model-Name``
+#: Python's constants, units (``Gi``, ``MB``) and quoted strings (printed JSON).
+OUTPUT_CODE = re.compile(
+    # a command line and its continuation lines of options are code, as printed
+    r"^\s*(?:\$ )?python3? -m \S.*$|^\s*(?:--[\w-]+(?:[ =][^\s-]\S*)?\s*)+\\?$"
+    r"|[A-Za-z_]\w*=\S+|\(\w+\):|\b(?=[\w.-]*[A-Z0-9])[A-Za-z][\w.]*(?:-[\w.]+)+"
+    r"|\b[A-Za-z_]\w*(?:[._]\w+)+|\b\w*\d\w*\b|\b[A-Z][a-z]+[A-Z]\w*|\b\w+\("
+    r"|\b(?:True|False|None|[KMGT]i?B?)\b|`[^`]+`|\"[^\"]*\"|(?<![A-Za-z])'[^'\s][^']*'(?![A-Za-z])"
+)
+OUTPUT_WORD = re.compile(r"\b[A-Za-z]{2,}\b")
+
+
+def output_message(text: str) -> str | None:
+    """The message of one printed line or table cell: its numbers as fields
+    (``"32 blocks: 6,476,267,520"`` → ``"{0} blocks: {1}"``); ``None`` when it holds
+    no English word to translate (numbers, names, code)."""
+    text = text.strip()
+    if not OUTPUT_WORD.search(OUTPUT_CODE.sub(" ", text)):
+        return None
+    out, end = [], 0
+    for index, match in enumerate(_output_numbers(text)):
+        out += [text[end : match.start()], f"{{{index}}}"]
+        end = match.end()
+    return "".join(out) + text[end:]
+
+
+def _output_numbers(text: str) -> list[re.Match]:
+    """The numbers of an output that become fields (`OUTPUT_NUMBER`), less a date's
+    year after its English month ("July 2024" stays a date, which the catalogue
+    check reads as the numbers 7 and 2024, so that Chinese writes 2024 年 7 月)."""
+    return [
+        match
+        for match in OUTPUT_NUMBER.finditer(text)
+        if not re.search(rf"\b(?:{'|'.join(MONTHS)}) $", text[: match.start()])
+    ]
+
+
+def fill_output(message: str, text: str) -> str:
+    """A translated output ``message`` with its fields filled from the English
+    ``text`` it translates (field ``{i}`` is the English text's i-th number)."""
+    numbers = [match.group() for match in _output_numbers(text.strip())]
+    return OUTPUT_FIELD.sub(lambda m: numbers[int(m.group(1))], message)

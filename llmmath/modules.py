@@ -19,9 +19,14 @@ from __future__ import annotations
 import contextlib
 import math
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+try:  # an extra of the core install (llmmath.errors.EXTRAS)
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+except ModuleNotFoundError as error:
+    from llmmath.errors import needs_extra
+
+    raise needs_extra(error, __name__) from error
 
 from llmmath.config import ConfigError, ModelConfig
 from llmmath.messages import gettext

@@ -586,13 +586,14 @@ def activation_bytes_per_gpu(
     `TP_REPLICATED_ACTIVATIONS` by tp, sequence parallelism splitting those by the
     sequence (⌈s/tp⌉ tokens), summed over the first stage's L/pp layers (a mixture of
     experts' ``dense_layers`` at the dense FFN's width, its other layers at the
-    experts'), times the micro-batches in flight (`in_flight_micro_batches`). Korthikanti et al. 2022, Table 2: sbh(10 + 24/t +
-    5as/(ht)) per GPT layer with tp, sbh(34/t + 5as/(ht)) with sequence parallelism.
+    experts'), times the micro-batches in flight (`in_flight_micro_batches`).
+    Korthikanti et al. 2022, Table 2: sbh(10 + 24/t + 5as/(ht)) per GPT layer with
+    tp, sbh(34/t + 5as/(ht)) with sequence parallelism.
     With ``recompute`` (full activation checkpointing, Chen et al. 2016; Korthikanti et
     al. 2022, Sec. 3) each layer keeps only its input, 2·s·b·H bytes (÷ tp with
     sequence parallelism), and one layer's activations of one micro-batch are rebuilt
-    at a time during the backward pass (the stage's largest). The embedding output and the logits are left
-    out."""
+    at a time during the backward pass (the stage's largest). The embedding output
+    and the logits are left out."""
     layers = range(cfg.num_hidden_layers // pp)  # the first stage's
     # A mixture of experts keeps a dense FFN in its `dense_layers` (DeepSeek's first
     # k layers) and the experts' in the others: one of each kind is sized, then counted.

@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import matplotlib.pyplot as plt
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+try:  # an extra of the core install (llmmath.errors.EXTRAS)
+    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+except ModuleNotFoundError as error:
+    from llmmath.errors import needs_extra
+
+    raise needs_extra(error, __name__) from error
 
 from llmmath.counting import GROUPS, ParamCount
 from llmmath.explorers import GROUP_COLORS, GROUP_LABELS  # shared with the explorers

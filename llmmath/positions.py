@@ -11,7 +11,12 @@ Explained in the chapter *Token embeddings and positions*
 
 from __future__ import annotations
 
-import torch
+try:  # an extra of the core install (llmmath.errors.EXTRAS)
+    import torch
+except ModuleNotFoundError as error:
+    from llmmath.errors import needs_extra
+
+    raise needs_extra(error, __name__) from error
 
 
 def sinusoidal_positions(max_len: int, dim: int, base: float = 10000.0) -> torch.Tensor:

@@ -24,7 +24,12 @@ from __future__ import annotations
 
 import math
 
-import torch
+try:  # an extra of the core install (llmmath.errors.EXTRAS)
+    import torch
+except ModuleNotFoundError as error:
+    from llmmath.errors import needs_extra
+
+    raise needs_extra(error, __name__) from error
 
 from llmmath.config import ConfigError, ModelConfig
 from llmmath.messages import gettext as _

@@ -110,6 +110,12 @@ def _speculative(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace) -> int:
     from llmmath.measure import format_report, measure_report
 
+    try:  # the one command that runs a model: torch, an extra of the core install
+        import torch  # noqa: F401
+    except ModuleNotFoundError as error:
+        from llmmath.errors import needs_extra
+
+        raise needs_extra(error, "python -m llmmath measure") from error
     r = measure_report(args.model, revision=args.revision, device=args.device)
     print(json.dumps(r, indent=2) if args.json else format_report(r))
     return 0

@@ -6,7 +6,7 @@ two synced traits: ``inputs``, the state the reader set, and ``view``, what
 (``llmmath/static/explorer.js``) draws ``view``; in a kernel, a change of a control
 sends new ``inputs`` and the kernel answers with a new ``view`` (well under 50 ms). On
 the published site the same front end calls the same function in the reader's browser,
-on Pyodide (`llmmath.runtime`).
+on Pyodide (`llmmath_book.runtime`).
 
 - `ParamExplorer` (chapter 1): a preset, H, L, n_h, n_kv, V, I, tying → the breakdown.
 - `AttentionExplorer` (chapter 3): H, n_h, n_kv and t beside the MHA twin.
@@ -26,8 +26,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anywidget
-import traitlets
+try:  # an extra of the core install (llmmath.errors.EXTRAS)
+    import anywidget
+    import traitlets
+except ModuleNotFoundError as error:
+    from llmmath.errors import needs_extra
+
+    raise needs_extra(error, __name__) from error
 
 from llmmath import explorers
 from llmmath.explorers import (

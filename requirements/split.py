@@ -8,7 +8,9 @@ before it already pin; every version is the installed one, ``==`` pinned. To cha
 pin: install the new version into .venv, run this, then ``make test``.
 
 - ``reader.txt``: what a reader's Jupyter needs to run every chapter, the calculator
-  and the errata (Binder installs exactly this, then llmmath without dependencies);
+  and the errata: llmmath's extras ``notebooks`` and ``torch`` (read from
+  pyproject.toml), JupyterLab and its kernel (Binder installs exactly this, then
+  ``llmmath[notebooks,torch]``, whose requirements it then already meets);
 - ``book.txt``: ``-r reader.txt`` and what ``make book`` adds (jupyter-book, Sphinx);
 - ``dev.txt``: ``-r book.txt`` and what ``make test`` adds (pytest, nbval, the oracles).
 """
@@ -20,25 +22,23 @@ import re
 import sys
 from pathlib import Path
 
+import tomllib
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
 HERE = Path(__file__).resolve().parent
 
+
+def extras(*names: str) -> list[str]:
+    """The names of the packages that llmmath's extras ``names`` require
+    (pyproject.toml's ``[project.optional-dependencies]``)."""
+    project = tomllib.loads((HERE.parent / "pyproject.toml").read_text())["project"]
+    optional = project["optional-dependencies"]
+    return [Requirement(text).name for name in names for text in optional[name]]
+
+
 SETS = {
-    "reader": [
-        "anywidget",
-        "ipykernel",
-        "ipywidgets",
-        "jupyterlab",
-        "matplotlib",
-        "nbformat",
-        "numpy",
-        "sympy",
-        "tabulate",
-        "torch",
-        "torchao",
-    ],
+    "reader": [*extras("notebooks", "torch"), "ipykernel", "jupyterlab"],
     "book": ["jieba", "jupyter-book", "sphinx-exercise", "sphinx-intl"],
     "dev": [
         "gguf",
@@ -57,10 +57,11 @@ SETS = {
 HEADERS = {
     "reader": """\
 # Readers' environment, all pinned with every dependency: what each chapter, the
-# calculator and the errata need in Jupyter (llmmath's dependencies, tabulate, torch,
-# torchao for chapter 9b, JupyterLab and the widgets). Binder installs exactly this and
-# then llmmath without dependencies. Python 3.11 (any 3.11.x). Written by
-# requirements/split.py from the installed packages; do not edit by hand.
+# calculator and the errata need in Jupyter (llmmath's extras notebooks and torch:
+# SymPy, NumPy, Matplotlib, the widgets, tabulate, torch, torchao for chapter 9b; and
+# JupyterLab). Binder installs exactly this, then llmmath[notebooks,torch], which it
+# then meets. Python 3.11 (any 3.11.x). Written by requirements/split.py from the
+# installed packages; do not edit by hand.
 """,
     "book": """\
 # Building the book (make book): the readers' set and jupyter-book with Sphinx, all

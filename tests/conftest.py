@@ -63,7 +63,7 @@ class BookBuild(NamedTuple):
 def _build_book(out: Path) -> BookBuild:
     """Every edition of the book, strictly (-W -n --keep-going), as ``make book`` builds
     them: English in ``out/_build/html``, 简体中文 in ``out/_build/html/zh``."""
-    from llmmath.translation import build_book
+    from llmmath_book.translation import build_book
 
     root = Path(__file__).resolve().parents[1]
     code, log, seconds = build_book(root, out, ("-W", "-n", "--keep-going"))

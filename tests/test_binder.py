@@ -66,7 +66,7 @@ def test_binder_postbuild_installs_the_package():
     assert os.access(post, os.X_OK)
     commands = [l for l in _lines(post) if not l.startswith("set ")]
     assert commands == [
-        "python -m pip install --no-cache-dir --no-deps --no-build-isolation ."
+        'python -m pip install --no-cache-dir --no-build-isolation ".[notebooks,torch]"'
     ]
     assert (
         tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
@@ -101,8 +101,9 @@ def glued(nb) -> dict[str, dict]:
 
 def test_binder_set_installs_pinned_and_runs_a_chapter(tmp_path):
     """What Binder does, in a fresh venv: install binder/requirements.txt, then llmmath
-    as postBuild does. Every installed package is one of the pins at its version, and
-    a chapter runs there with no error, glueing the numbers its stored outputs hold."""
+    with its extras as postBuild does (pip installs nothing more: the pins meet them).
+    Every installed package is one of the pins at its version, and a chapter runs
+    there with no error, glueing the numbers its stored outputs hold."""
     python = new_venv(tmp_path / "binder")
     start = time.monotonic()
     pip_into(
@@ -113,13 +114,12 @@ def test_binder_set_installs_pinned_and_runs_a_chapter(tmp_path):
         "-r",
         str(BINDER / "requirements.txt"),
     )
-    pip_into(
+    pip_into(  # as postBuild does: the extras, which the pins already meet
         python,
         "install",
         "--quiet",
-        "--no-deps",
         "--no-build-isolation",
-        str(source_copy(tmp_path)),
+        f"{source_copy(tmp_path)}[notebooks,torch]",
     )
     installed_in = time.monotonic() - start
     listed = json.loads(pip_into(python, "list", "--format=json").stdout)

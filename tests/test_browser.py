@@ -50,7 +50,7 @@ def toc_pages() -> list[str]:
 
 
 #: Every page of both editions: English at the root, 简体中文 under zh/
-#: (llmmath/translation.py).
+#: (llmmath_book/translation.py).
 PAGES = toc_pages() + [f"zh/{page}" for page in toc_pages()]
 MISSING = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
 MISSING_MESSAGE = (

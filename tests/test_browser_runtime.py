@@ -183,7 +183,7 @@ def test_every_script_of_every_page_is_pinned(site):
     import html.parser
     import urllib.parse
 
-    from llmmath.runtime import sri
+    from llmmath_book.runtime import sri
 
     class Tags(html.parser.HTMLParser):
         def __init__(self):

@@ -111,7 +111,7 @@ def _outcome(make):
 @given(raw=any_config(), change=CHANGES)
 @settings(max_examples=60, deadline=None)
 def test_every_way_to_a_config_is_checked(raw, change):
-    """A config is a tuple (`typing.NamedTuple`, for start-up): its constructor by
+    """A config is a tuple (a named tuple, for start-up): its constructor by
     name or by position, namedtuple's ``_make`` and ``_replace``, pickling and
     `ModelConfig.replace` all run the same checks, so none of them can make a config
     that breaks a rule. A field set to None is derived again, as a new config's is."""

@@ -1,4 +1,4 @@
-"""The reader editions (llmmath/editions.py): what Binder, Colab and VS Code open.
+"""The reader editions (llmmath_book/editions.py): what Binder, Colab and VS Code open.
 
 - The committed ``editions/`` equal what the strict test build writes.
 - Rendered as plain CommonMark (markdown-it-py with no MyST plugin), no notebook a
@@ -17,8 +17,8 @@ import pytest
 from bs4 import BeautifulSoup
 from markdown_it import MarkdownIt
 
-from llmmath import editions
-from llmmath.editions import EditionError, Resolved, edition
+from llmmath_book import editions
+from llmmath_book.editions import EditionError, Resolved, edition
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "chapters").glob("*.ipynb")) + [
@@ -26,7 +26,8 @@ SOURCES = sorted((ROOT / "chapters").glob("*.ipynb")) + [
     ROOT / "book" / "calculator.ipynb",
 ]
 COMMITTED = ROOT / "editions" / "en"
-#: Each language's committed editions and the folder of its site (llmmath.translation).
+#: Each language's committed editions and the folder of its site
+#: (llmmath_book.translation).
 LANGUAGES = {
     "en": ("", ROOT / "editions" / "en"),
     "zh_CN": ("zh", ROOT / "editions" / "zh"),

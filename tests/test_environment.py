@@ -121,7 +121,8 @@ def make(*args: str, cwd: Path, path_dir: Path | None = None):
 @pytest.fixture
 def bare(tmp_path):
     """A directory with the files the Makefile's rules name, and no .venv."""
-    for name in ["requirements.txt", "pyproject.toml"]:
+    for name in ["requirements.txt", "pyproject.toml", "book/_ext/pyproject.toml"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, tmp_path / name)
     shutil.copytree(ROOT / "requirements", tmp_path / "requirements")
     return tmp_path
@@ -353,7 +354,7 @@ def test_reader_set_holds_what_the_notebooks_and_llmmath_need():
 def test_pyproject_accepts_colabs_widgets():
     """llmmath and the anywidget it pins take the ipywidgets 7 that Colab ships."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    widgets = [Requirement(r) for r in project["dependencies"]]
+    widgets = [Requirement(r) for r in project["optional-dependencies"]["notebooks"]]
     (spec,) = [r.specifier for r in widgets if r.name == "ipywidgets"]
     assert spec.contains("7.6.0") and spec.contains("7.7.1")
     (anywidget_needs,) = [r for r in requires("anywidget") if r.name == "ipywidgets"]

@@ -12,7 +12,11 @@ from pathlib import Path
 import pytest
 
 from llmmath import figures
-from llmmath.translation import check_catalogue, translate_notebook, translate_outputs
+from llmmath_book.translation import (
+    check_catalogue,
+    translate_notebook,
+    translate_outputs,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 LANG = "zh_CN"

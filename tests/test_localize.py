@@ -4,7 +4,7 @@
   and percentages (no space before %), in English as the chapters wrote them and in
   Chinese as Babel's zh_CN data and the book's spacing write them.
 - The glue helpers store the spec beside the English text, and the Chinese build
-  writes the spec in Chinese (`llmmath.translation.localize_glue`).
+  writes the spec in Chinese (`llmmath_book.translation.localize_glue`).
 - Every value glued by every notebook reads as Chinese on the zh pages: no English
   word (no number word, month, "and", "of"…) in it.
 """
@@ -21,7 +21,7 @@ from babel.numbers import format_decimal, format_percent
 
 from llmmath import book, localize
 from llmmath.localize import MIME, render, space_cjk
-from llmmath.translation import localize_glue
+from llmmath_book.translation import localize_glue
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted(

@@ -18,7 +18,8 @@ import pytest
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
 
-from llmmath import explorers, messages, runtime
+from llmmath import explorers, messages
+from llmmath_book import runtime
 
 LOCALE = Path(messages.__file__).with_name("locale")
 PO = LOCALE / "zh_CN" / "LC_MESSAGES" / "llmmath.po"
@@ -198,17 +199,21 @@ def test_a_chinese_page_shows_a_chinese_view_first():
 
 ROOT = LOCALE.parents[1]
 #: The modules `make catalogues` extracts llmmath.po's messages from (the Makefile's
-#: MESSAGE_SOURCES).
+#: MESSAGE_SOURCES: llmmath's, and the book's builders in book/_ext/llmmath_book/).
 SOURCES = sorted(
-    ROOT / "llmmath" / name
-    for name in re.search(
-        r"MESSAGE_SOURCES := \$\(addprefix llmmath/,(.*?)\)\n",
-        (ROOT / "Makefile").read_text("utf-8"),
+    ROOT / folder / name
+    for folder, names in re.findall(
+        r"\$\(addprefix ([\w/]+)/,(.*?)\)",
+        re.search(
+            r"^MESSAGE_SOURCES := (.*?[^\\])\n",
+            (ROOT / "Makefile").read_text("utf-8"),
+            re.DOTALL | re.M,
+        )
+        .group(1)
+        .replace("\\\n", " "),
         re.DOTALL,
     )
-    .group(1)
-    .replace("\\\n", " ")
-    .split()
+    for name in names.split()
 )
 #: Messages whose Chinese is the English: formulas and a bare field.
 SAME_IN_CHINESE = {
@@ -240,11 +245,13 @@ def placeholders(text: str, flags=()) -> list[tuple]:
 
 
 def test_the_makefile_extracts_every_module_that_speaks():
-    """Every module of llmmath (but the coursework, with its own catalogue, and the
-    runtime, which only hands catalogues to the page) that translates is a source."""
+    """Every module of llmmath and of the book's builders (but the coursework, with its
+    own catalogue, and the runtime, which only hands catalogues to the page) that
+    translates is a source."""
     speaking = {
         path
-        for path in (ROOT / "llmmath").rglob("*.py")
+        for folder in ("llmmath", "book/_ext")
+        for path in (ROOT / folder).rglob("*.py")
         if "coursework" not in path.parts
         and path.name != "runtime.py"
         and re.search(r"from llmmath\.messages import .*\b(?:gettext|N_)\b",

@@ -228,9 +228,9 @@ def test_llama3_405b_needs_model_parallelism():
 
 @pytest.mark.parametrize("name", ["deepseek-v3"])
 def test_a_mixture_of_experts_dense_layers_keep_the_dense_ffn(name):
-    """DeepSeek's first ``first_k_dense_replace`` layers have a dense FFN of width I, the
-    others k + S experts of width I_e: the first stage keeps the sum over its own layers,
-    each sized as itself (it once sized every layer as a mixture-of-experts layer)."""
+    """DeepSeek's first ``first_k_dense_replace`` layers have a dense FFN of width I,
+    the others k + S experts of width I_e: the first stage keeps the sum over its own
+    layers, each sized as itself (it once sized every layer as a mixture of experts)."""
     from llmmath.memory import activation_bytes_per_layer
 
     cfg = presets.load(name)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from llmmath import runtime
+from llmmath_book import runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKED = (
@@ -108,6 +108,9 @@ def test_wheel_holds_the_core_presets_and_front_end(built):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"llmmath/explorers.py", "llmmath/static/explorer.js"} <= names
     assert "llmmath/presets/llama-2-7b.json" in names
+    # the copy the browser downloads is the package's wheel: no book machinery in it
+    # (tests/test_wheel.py lists what it may hold)
+    assert not [n for n in names if re.search(r"editions|translation|runtime", n)]
 
 
 def test_manifest_pins_every_file_by_digest_and_size(built):

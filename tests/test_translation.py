@@ -1,4 +1,4 @@
-"""The Simplified Chinese edition (llmmath/translation.py, locales/zh_CN/).
+"""The Simplified Chinese edition (llmmath_book/translation.py, locales/zh_CN/).
 
 - The catalogues hold every message of the book (a fresh gettext extraction) and
   every message is translated, not fuzzy, with its roles, glue names, link targets,
@@ -24,8 +24,8 @@ import yaml
 from babel.messages.pofile import read_po
 from bs4 import BeautifulSoup
 
-from llmmath import translation
-from llmmath.translation import check_catalogue, check_message, translate_notebook
+from llmmath_book import translation
+from llmmath_book.translation import check_catalogue, check_message, translate_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCALES = ROOT / "locales" / "zh_CN" / "LC_MESSAGES"
@@ -38,9 +38,9 @@ TOC_PAGES = [
     for line in (ROOT / "_toc.yml").read_text("utf-8").splitlines()
     if "file:" in line
 ] + ["book/intro"]
-#: A number as the catalogue check counts one (`llmmath.translation.INVARIANT`): digits
-#: not inside a Latin word, so "Llama-3-8B" has 3 and 8, "bfloat16" or "A100" none, and
-#: a note's "组有8" has 8.
+#: A number as the catalogue check counts one (`llmmath_book.translation.INVARIANT`):
+#: digits not inside a Latin word, so "Llama-3-8B" has 3 and 8, "bfloat16" or "A100"
+#: none, and a note's "组有8" has 8.
 NUMBER = re.compile(r"(?<![A-Za-z0-9_.])\d+(?:[.,]\d+)*")
 
 
@@ -76,7 +76,6 @@ def test_catalogues_hold_every_message(extracted):
         with open(LOCALES / f"{page}.po", "rb") as handle:
             held = {m.id for m in read_po(handle) if m.id}
         assert not wanted - held, f"{page}: not in the catalogue: {wanted - held}"
-
 
 
 def _notebook(page: str) -> dict:
@@ -587,8 +586,8 @@ def test_an_unknown_language_is_refused():
 
 
 def test_check_command_takes_a_folder_and_refuses_a_missing_path(tmp_path, capsys):
-    """``python -m llmmath.translation check locales/zh_CN/…`` checks every catalogue
-    under the folder; a path that is not there is one line and status 2, not a
+    """``python -m llmmath_book.translation check locales/zh_CN/…`` checks every
+    catalogue under the folder; a path that is not there is one line and status 2, not a
     traceback."""
     assert translation.main(["check", str(LOCALES)]) == 0
     assert capsys.readouterr().out.strip() == "complete"

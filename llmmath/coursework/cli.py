@@ -227,4 +227,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, RuntimeError) as e:
         print(f"llmmath: error: {e}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as e:  # nbformat and the kernel: llmmath[notebooks]
+        from llmmath.errors import needs_extra
+
+        print(
+            f"llmmath: error: {needs_extra(e, 'python -m llmmath coursework')}",
+            file=sys.stderr,
+        )
+        return 2
     return 0

@@ -13,19 +13,21 @@ where it comes from).
 
 from __future__ import annotations
 
-import json
 import os
 from functools import cache
-from typing import Any, NamedTuple
 
-from llmmath.config import ConfigError, ModelConfig, readable_signature
+from llmmath.config import ConfigError, ModelConfig, record
 from llmmath.errors import closest, did_you_mean
 from llmmath.messages import gettext as _
 from llmmath.messages import join
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
-@readable_signature
-class Preset(NamedTuple):
+
+@record
+class Preset:
     """One shipped preset: name, display title, sources and raw HF ``config.json``."""
 
     name: str
@@ -73,6 +75,8 @@ def get(name: str) -> Preset:
                 name=repr(name), hint=hint, names=join(names())
             )
         )
+    import json  # here, not at import: ``import llmmath`` stays light (issue 34)
+
     with open(os.path.join(_HERE, f"{key}.json"), encoding="utf-8") as file:
         raw = json.load(file)
     return Preset(

@@ -2,7 +2,7 @@
 // main thread, so that neither the download, nor starting Python, nor a computation ever
 // blocks the reader's input (issue 23: one 2 s task froze the page while Python started).
 //
-// llmmath.runtime copies this file into _static/runtime/ next to llmmath-runtime.js, which
+// llmmath_book.runtime copies this file into _static/runtime/ next to llmmath-runtime.js, which
 // starts it as a module worker (Pyodide refuses classic workers) on the first change of a
 // control, never on page load. Messages (all plain objects):
 //   page → worker  {type: "start", manifest, staticDir, lang}  once, first; lang: the

@@ -1,6 +1,6 @@
 // llmmath in the reader's browser: the runtime of the published site's explorers.
 //
-// llmmath.runtime writes this file into _static/runtime/ at build time, with the manifest of
+// llmmath_book.runtime writes this file into _static/runtime/ at build time, with the manifest of
 // what it loads (names, sizes, SHA-384 digests) in place of __MANIFEST__ and llmmath.config's
 // size limit in place of __MAX_CONFIG_BYTES__, and its own words in the build's language in
 // place of __MESSAGES__ ({English: translation}, from llmmath's gettext catalogue, empty in

@@ -39,6 +39,16 @@ import re
 from collections import Counter
 from pathlib import Path
 
+# the rules that make a printed line a message live with the package (figures use them)
+from llmmath.localize import (  # noqa: F401 (the names this module's readers import)
+    OUTPUT_CODE,
+    OUTPUT_FIELD,
+    OUTPUT_NUMBER,
+    OUTPUT_WORD,
+    fill_output,
+    output_message,
+)
+
 #: The languages of the book → the folder of the site each edition is served from
 #: ("" is the site's root).
 FOLDERS = {"en": "", "zh_CN": "zh"}
@@ -634,7 +644,8 @@ def build_book(
 
 
 def main(argv=None) -> int:
-    """``python -m llmmath.translation check|export|import``: the translators' tools.
+    """``python -m llmmath_book.translation check|export|import``: the translators'
+    tools.
 
     - ``check PO…``: print every problem (exit 1 if any);
     - ``export PO``: the messages as JSON on stdout;
@@ -647,7 +658,7 @@ def main(argv=None) -> int:
     import json
     import sys
 
-    parser = argparse.ArgumentParser(prog="python -m llmmath.translation")
+    parser = argparse.ArgumentParser(prog="python -m llmmath_book.translation")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("check").add_argument(
         "catalogues", nargs="+", help=".po files, or folders of them"
@@ -870,60 +881,11 @@ def translate_notebook(
 # both editions. A changed word makes a new message, which the catalogue check finds
 # untranslated until ``make catalogues`` and a translator have been by.
 
-#: A number printed on its own (not inside a word such as ``bf16`` or ``1e-12``, not a
-#: model's ``-7B``, not an exponent): it becomes a field of the output's message.
-OUTPUT_NUMBER = re.compile(r"(?<![\w.\-^])\d+(?:[.,]\d+)*(?![\w.²³])")
-#: A field of an output message.
-OUTPUT_FIELD = re.compile(r"\{(\d+)\}")
-#: What reads as code, not words, in an output: ``name=value``, a module's ``(name):``,
-#: model names (``Mistral-7B``), dotted or
-#: underscored names, words with digits, CamelCase names, ``Name(``, ``Model-Name``
-#: Python's constants, units (``Gi``, ``MB``) and quoted strings (printed JSON).
-OUTPUT_CODE = re.compile(
-    # a command line and its continuation lines of options are code, as printed
-    r"^\s*(?:\$ )?python3? -m \S.*$|^\s*(?:--[\w-]+(?:[ =][^\s-]\S*)?\s*)+\\?$"
-    r"|[A-Za-z_]\w*=\S+|\(\w+\):|\b(?=[\w.-]*[A-Z0-9])[A-Za-z][\w.]*(?:-[\w.]+)+"
-    r"|\b[A-Za-z_]\w*(?:[._]\w+)+|\b\w*\d\w*\b|\b[A-Z][a-z]+[A-Z]\w*|\b\w+\("
-    r"|\b(?:True|False|None|[KMGT]i?B?)\b|`[^`]+`|\"[^\"]*\"|(?<![A-Za-z])'[^'\s][^']*'(?![A-Za-z])"
-)
-OUTPUT_WORD = re.compile(r"\b[A-Za-z]{2,}\b")
 _TABLE_CELL = re.compile(r"(<t[dh](?:\s[^>]*)?>)(.*?)(</t[dh]>)", re.S)
 _TABLE_TITLE = re.compile(r"<(caption|summary)>(.*?)</\1>", re.S)
 _FOLDED_ROWS = re.compile(r" \(\d[\d,]* rows?\)$")
 _GLUE = "application/papermill.record/"
 _WIDGET = "application/vnd.jupyter.widget-view+json"
-
-
-def output_message(text: str) -> str | None:
-    """The message of one printed line or table cell: its numbers as fields
-    (``"32 blocks: 6,476,267,520"`` → ``"{0} blocks: {1}"``); ``None`` when it holds
-    no English word to translate (numbers, names, code)."""
-    text = text.strip()
-    if not OUTPUT_WORD.search(OUTPUT_CODE.sub(" ", text)):
-        return None
-    out, end = [], 0
-    for index, match in enumerate(_output_numbers(text)):
-        out += [text[end : match.start()], f"{{{index}}}"]
-        end = match.end()
-    return "".join(out) + text[end:]
-
-
-def _output_numbers(text: str) -> list[re.Match]:
-    """The numbers of an output that become fields (`OUTPUT_NUMBER`), less a date's
-    year after its English month ("July 2024" stays a date, which the catalogue
-    check reads as the numbers 7 and 2024, so that Chinese writes 2024 年 7 月)."""
-    return [
-        match
-        for match in OUTPUT_NUMBER.finditer(text)
-        if not re.search(rf"\b(?:{'|'.join(MONTHS)}) $", text[: match.start()])
-    ]
-
-
-def fill_output(message: str, text: str) -> str:
-    """A translated output ``message`` with its fields filled from the English
-    ``text`` it translates (field ``{i}`` is the English text's i-th number)."""
-    numbers = [match.group() for match in _output_numbers(text.strip())]
-    return OUTPUT_FIELD.sub(lambda m: numbers[int(m.group(1))], message)
 
 
 def _printed(output: dict) -> str | None:

@@ -542,8 +542,8 @@ def edition_path(docname: str, language: str = LANGUAGE) -> str:
 
 def edition_folder(language: str) -> str:
     """The folder of a language's editions: ``en``, or the folder its site is served
-    from (``zh`` for ``zh_CN``, `llmmath.translation.FOLDERS`)."""
-    from llmmath.translation import FOLDERS
+    from (``zh`` for ``zh_CN``, `llmmath_book.translation.FOLDERS`)."""
+    from llmmath_book.translation import FOLDERS
 
     return FOLDERS.get(language) or LANGUAGE
 
@@ -551,7 +551,7 @@ def edition_folder(language: str) -> str:
 def _site_url(app) -> str:
     """The published site of this build's language (the English site's address, and
     ``zh/`` under it for the Chinese one)."""
-    from llmmath.translation import FOLDERS, language_of
+    from llmmath_book.translation import FOLDERS, language_of
 
     url = app.config.html_baseurl or ""
     if not url:
@@ -564,7 +564,7 @@ def _site_url(app) -> str:
 def write_editions(app) -> list[Path]:
     """Write the edition of every notebook page into ``<build>/editions/<language>/``
     (the folder beside the HTML output). Returns the files written."""
-    from llmmath.translation import (
+    from llmmath_book.translation import (
         catalogue_path,
         language_of,
         read_catalogue,
@@ -603,7 +603,7 @@ def _build_finished(app, exception) -> None:
 def _launch_editions(app, pagename, templatename, context, doctree) -> None:
     """Point the page's Binder and Colab buttons at its reader edition (the theme
     points them at the MyST source)."""
-    from llmmath.translation import language_of
+    from llmmath_book.translation import language_of
 
     language = language_of(app.config)
     source = f"/{pagename}.ipynb"

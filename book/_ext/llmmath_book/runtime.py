@@ -48,6 +48,8 @@ import tempfile
 import urllib.parse
 from pathlib import Path
 
+import llmmath
+
 #: The Pyodide files the runtime loads (no Pyodide packages: llmmath needs the stdlib).
 PYODIDE_FILES = (
     "pyodide.mjs",
@@ -56,8 +58,8 @@ PYODIDE_FILES = (
     "python_stdlib.zip",
     "pyodide-lock.json",
 )
-TEMPLATE = Path(__file__).with_name("static") / "runtime.js"
-WORKER = Path(__file__).with_name("static") / "runtime-worker.js"
+TEMPLATE = Path(llmmath.__file__).with_name("static") / "runtime.js"
+WORKER = Path(llmmath.__file__).with_name("static") / "runtime-worker.js"
 WORKER_NAME = "llmmath-runtime-worker.js"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
