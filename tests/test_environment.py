@@ -431,15 +431,10 @@ def test_restart_note_only_when_an_imported_package_changed(capsys):
 
 def source_copy(tmp: Path) -> Path:
     """llmmath's source as pip would get it from the repository (no .venv, no build
-    output in the checkout)."""
-    dest = tmp / "llmmath-src"
-    dest.mkdir()
-    for name in ["pyproject.toml", "README.md"]:
-        shutil.copy(ROOT / name, dest / name)
-    shutil.copytree(
-        ROOT / "llmmath", dest / "llmmath", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    return dest
+    output in the checkout; `llmmath_book.runtime.source_copy`)."""
+    from llmmath_book.runtime import source_copy as copy
+
+    return copy(ROOT, tmp / "llmmath-src")
 
 
 def pip_into(python: Path, *args: str, timeout: float = 600):

@@ -231,12 +231,15 @@ def test_the_wheel_holds_no_sphinx_extension_or_builder(installed):
 
 
 def test_the_wheel_holds_only_modules_and_their_data(installed):
-    """Python modules, the presets and measured figures (JSON), the explorers' front end
-    and the compiled catalogues; and it is small (README: its size)."""
+    """Python modules, the presets and measured figures (JSON), the explorers' front
+    end, the compiled catalogues (the live parts' words and the figures'), and the CJK
+    font subset the Chinese figures are drawn with (`llmmath.figures`, with its
+    licence); and it is small (README: its size)."""
     wheel, _python = installed
     allowed = re.compile(
         r"llmmath/(?:[\w/]+\.py|presets/[\w.-]+\.json|measured/[\w.-]+\.json"
-        r"|static/explorer\.(?:js|css)|locale/\w+/LC_MESSAGES/llmmath\.mo)$"
+        r"|static/explorer\.(?:js|css)|locale/\w+/LC_MESSAGES/(?:llmmath|figures)\.mo"
+        r"|fonts/(?:wqy-microhei-subset\.ttf|LICENSE-Apache-2\.0\.txt|README\.md))$"
     )
     assert [n for n in wheel_files(wheel) if not allowed.fullmatch(n)] == []
     assert wheel.stat().st_size < 400_000

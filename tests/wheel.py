@@ -2,33 +2,21 @@
 a fresh virtual environment holding it and nothing else (tests/test_wheel.py, and the
 start-up figures of tests/benchmarks/run.py).
 
-The wheel is built from a copy of what pip reads (pyproject.toml, README.md and
-llmmath/), so nothing is written into the checkout, with the setuptools of the running
-environment (``--no-build-isolation``: nothing is downloaded). It is installed with
+The wheel is the one the site serves (`llmmath_book.runtime.build_wheel`): built from a
+copy of what pip reads (pyproject.toml, README.md and llmmath/), so nothing is written
+into the checkout, with the setuptools of the running environment
+(``--no-build-isolation``: nothing is downloaded). It is installed with
 ``--no-deps`` into a ``python -m venv --without-pip`` environment by this Python's pip
 (``--python``), which compiles the bytecode at install as every pip install does.
 """
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def source_copy(dest: Path) -> Path:
-    """llmmath's source as pip would get it from the repository (no .venv, no build
-    output in the checkout), copied into ``dest``; ``dest``."""
-    dest.mkdir(parents=True)
-    for name in ["pyproject.toml", "README.md"]:
-        shutil.copy(ROOT / name, dest / name)
-    shutil.copytree(
-        ROOT / "llmmath", dest / "llmmath", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    return dest
 
 
 def _pip(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -44,19 +32,11 @@ def _pip(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 
 def build_wheel(work: Path) -> Path:
-    """Build llmmath's wheel under ``work`` (a new folder); its path."""
-    source = source_copy(work / "src")
-    _pip(
-        "wheel",
-        "--quiet",
-        "--no-deps",
-        "--no-build-isolation",
-        "--wheel-dir",
-        str(work / "dist"),
-        str(source),
-    )
-    (wheel,) = (work / "dist").glob("llmmath-*.whl")
-    return wheel
+    """Build llmmath's wheel under ``work`` (a new folder) as the site builds the one it
+    serves (`llmmath_book.runtime.build_wheel`, from a copy of the source); its path."""
+    from llmmath_book.runtime import build_wheel as build
+
+    return build(ROOT, work / "dist")
 
 
 def install_wheel(wheel: Path, venv: Path) -> Path:

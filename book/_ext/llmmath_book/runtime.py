@@ -70,8 +70,27 @@ def sri(data: bytes) -> str:
     return "sha384-" + base64.b64encode(hashlib.sha384(data).digest()).decode()
 
 
+def source_copy(project: Path, dest: Path) -> Path:
+    """llmmath's source as pip gets it from the repository ``project`` (pyproject.toml,
+    README.md and llmmath/, without bytecode), copied into the new folder ``dest``;
+    ``dest``. A wheel built from it holds nothing a build folder of the checkout kept
+    (setuptools' ``build/lib`` would carry modules since moved or removed)."""
+    dest.mkdir(parents=True)
+    for name in ["pyproject.toml", "README.md"]:
+        shutil.copy(project / name, dest / name)
+    shutil.copytree(
+        project / "llmmath",
+        dest / "llmmath",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    return dest
+
+
 def build_wheel(project: Path, out: Path) -> Path:
-    """Build llmmath's wheel from ``project`` (the repository root) into ``out``.
+    """Build llmmath's wheel from a copy of ``project``'s source (`source_copy`; the
+    repository root) into ``out``, with the running environment's setuptools
+    (``--no-build-isolation``: nothing is downloaded). The site serves this wheel, and
+    the tests install it (``tests/wheel.py``).
 
     Raises:
         RuntimeError: pip failed; the message holds its output.
@@ -80,6 +99,7 @@ def build_wheel(project: Path, out: Path) -> Path:
     for old in out.glob("llmmath-*.whl"):
         old.unlink()
     with tempfile.TemporaryDirectory() as tmp:
+        project = source_copy(project, Path(tmp) / "src")
         result = subprocess.run(
             [
                 sys.executable,
