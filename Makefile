@@ -90,7 +90,9 @@ MESSAGE_SOURCES := $(addprefix llmmath/,activations.py batching.py book.py cli.p
   gpus.py hub.py kvcache.py measure.py memory.py messages.py modules.py paged_cache.py \
   parallel.py parallel_cli.py presets/__init__.py quantization.py reports.py roofline.py \
   rope.py serving_cli.py speculative.py training.py training_cli.py \
-  units.py widgets.py) $(addprefix book/_ext/llmmath_book/,editions.py translation.py)
+  units.py widgets.py coursework/__init__.py coursework/questions.py \
+  coursework/handout.py coursework/grading.py coursework/cli.py) \
+  $(addprefix book/_ext/llmmath_book/,editions.py translation.py)
 catalogues: $(STAMP)  ## extract the book's messages and update locales/*/LC_MESSAGES/*.po
 	rm -rf _build/gettext-book
 	$(BIN)/jupyter-book build . --builder custom --custom-builder gettext --path-output _build/gettext-book -q

@@ -188,10 +188,14 @@ class Message(str):
 
 def translated(text: str) -> str:
     """``text`` in the current language: a `Message` formatted from its translated
-    template, any other string as `gettext` finds it (itself when the catalogue has
-    no such message)."""
+    template (its fields that are Messages translated too), any other string as
+    `gettext` finds it (itself when the catalogue has no such message)."""
     if isinstance(text, Message):
-        return gettext(text.template).format(**text.fields)
+        fields = {
+            k: translated(v) if isinstance(v, Message) else v
+            for k, v in text.fields.items()
+        }
+        return gettext(text.template).format(**fields)
     return gettext(text)
 
 

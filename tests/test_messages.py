@@ -215,9 +215,11 @@ SOURCES = sorted(
     )
     for name in names.split()
 )
-#: Messages whose Chinese is the English: formulas and a bare field.
+#: Messages whose Chinese is the English: formulas, a bare field, and chapter 10's
+#: title (the zh edition's own: "LLaMA 1 → 3").
 SAME_IN_CHINESE = {
     "GPU",
+    "LLaMA 1 → 3",
     "gpu {rule}",
     "2 * L * batch * cached_tokens * n_kv * d_h * bytes_per_element",
     "L * batch * cached_tokens * (kv_lora_rank + qk_rope_head_dim) * bytes_per_element",

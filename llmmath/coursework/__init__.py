@@ -38,12 +38,14 @@ from fractions import Fraction
 from types import SimpleNamespace
 
 from llmmath.coursework.questions import (
+    ASKED,
     BANK,
     QUESTION_BANK_VERSION,
     Problem,
     Question,
     chapters,
 )
+from llmmath.messages import N_, Message, gettext, join, speaking, translated
 
 __all__ = [
     "CHAPTER_TITLES",
@@ -62,22 +64,22 @@ PLACEHOLDER_ID = "YOUR-STUDENT-ID"
 STUDENT_ID_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 
 CHAPTER_TITLES = {
-    "01_parameters": "Counting parameters",
-    "02_embeddings": "Token embeddings and positions",
-    "03_attention": "Attention: MHA, GQA and MQA",
-    "04_ffn": "The feed-forward network",
-    "05_norms": "Normalization: LayerNorm and RMSNorm",
-    "06_rope": "RoPE: rotary position embedding",
-    "07_kv_cache": "The KV cache",
-    "07b_latent_attention": "Multi-head latent attention",
-    "08_flops": "FLOPs",
-    "09_memory": "Memory and speed",
-    "09b_serving": "Serving",
-    "09c_many_gpus": "Many GPUs",
-    "10_llama": "LLaMA 1 → 3",
-    "11_minimind": "Building MiniMind2-Small, step by step",
-    "12_moe": "Mixture of experts",
-    "13_zoo": "Model zoo",
+    "01_parameters": N_("Counting parameters"),
+    "02_embeddings": N_("Token embeddings and positions"),
+    "03_attention": N_("Attention: MHA, GQA and MQA"),
+    "04_ffn": N_("The feed-forward network"),
+    "05_norms": N_("Normalization: LayerNorm and RMSNorm"),
+    "06_rope": N_("RoPE: rotary position embedding"),
+    "07_kv_cache": N_("The KV cache"),
+    "07b_latent_attention": N_("Multi-head latent attention"),
+    "08_flops": N_("FLOPs"),
+    "09_memory": N_("Memory and speed"),
+    "09b_serving": N_("Serving"),
+    "09c_many_gpus": N_("Many GPUs"),
+    "10_llama": N_("LLaMA 1 → 3"),
+    "11_minimind": N_("Building MiniMind2-Small, step by step"),
+    "12_moe": N_("Mixture of experts"),
+    "13_zoo": N_("Model zoo"),
 }
 
 
@@ -165,7 +167,9 @@ def _show(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         digits = int(abs(int(value)).bit_length() * math.log10(2)) + 1
         if digits > 40:
-            return f"an integer of about {digits:,} digits"
+            return gettext("an integer of about {digits:,} digits").format(
+                digits=digits
+            )
         return int.__repr__(value)
     try:
         text = repr(value)
@@ -190,7 +194,9 @@ def _as_number(answer: object, where: str) -> int | float | Fraction:
     __tracebackhide__ = True
     if answer is Ellipsis or answer is None:
         raise NotAnswered(
-            f"{where} has no answer yet: replace ... with your computation"
+            gettext(
+                "{where} has no answer yet: replace ... with your computation"
+            ).format(where=where)
         )
     if (
         hasattr(answer, "item")
@@ -208,8 +214,9 @@ def _as_number(answer: object, where: str) -> int | float | Fraction:
             answer = float(answer)
     if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
         raise WrongAnswer(
-            f"{where}: the answer must be a number; got {type(answer).__name__} "
-            f"{_show(answer)}"
+            gettext("{where}: the answer must be a number; got {type} {value}").format(
+                where=where, type=type(answer).__name__, value=_show(answer)
+            )
         )
     if isinstance(answer, numbers.Integral):
         value = int(answer)
@@ -222,15 +229,23 @@ def _as_number(answer: object, where: str) -> int | float | Fraction:
             return float(answer)
         except (OverflowError, ValueError, TypeError):
             raise WrongAnswer(
-                f"{where}: the answer {_show(answer)} is not a usable number"
+                gettext("{where}: the answer {value} is not a usable number").format(
+                    where=where, value=_show(answer)
+                )
             ) from None
     if abs(value) >= 1 << MAX_ANSWER_BITS:
-        raise WrongAnswer(f"{where}: the answer is far too large ({_show(answer)})")
+        raise WrongAnswer(
+            gettext("{where}: the answer is far too large ({value})").format(
+                where=where, value=_show(answer)
+            )
+        )
     return value
 
 
 def verdict(p: Problem, value: int | float | Fraction) -> str | None:
-    """None if ``value`` (from `_as_number`) answers ``p``; else why not, with the hint.
+    """None if ``value`` (from `_as_number`) answers ``p``; else why not, with the hint
+    (a `llmmath.messages.Message`: English as a ``str``, `translated` in another
+    language).
 
     Integer answers must be exact (an int, or a float or Fraction equal to it); answers
     with a tolerance may differ by that relative amount. Never raises: an answer too
@@ -247,12 +262,20 @@ def verdict(p: Problem, value: int | float | Fraction) -> str | None:
         right = value == p.answer
     if right:
         return None
-    exact = (
-        " Give the exact integer: a float such as 6.7e9 has lost digits."
-        if not p.tolerance and isinstance(value, float) and math.isfinite(value)
-        else ""
+    if not p.tolerance and isinstance(value, float) and math.isfinite(value):
+        return Message(
+            N_(
+                "{value} is not right. Give the exact integer: a float such as 6.7e9 "
+                "has lost digits. Hint: {hint}."
+            ),
+            value=_show(value),
+            hint=Message(p.hint),
+        )
+    return Message(
+        N_("{value} is not right. Hint: {hint}."),
+        value=_show(value),
+        hint=Message(p.hint),
     )
-    return f"{_show(value)} is not right.{exact} Hint: {p.hint}."
 
 
 class Sheet:
@@ -262,18 +285,29 @@ class Sheet:
         chapter: a chapter with coursework (`chapters()`), e.g. ``"07_kv_cache"``.
         student: the student's ID (see `check_student_id`).
 
+        lang: the language the sheet prints its questions and checks in (one of
+            `llmmath.messages.LANGUAGES` or an alias: ``"zh"``); English by default,
+            whatever the environment says: a sheet speaks the language it was handed
+            out in (`llmmath.coursework.handout.student_notebook`). The numbers and
+            answers are the same in every language.
+
     Raises:
-        ValueError: an unknown chapter or an unusable student ID.
+        ValueError: an unknown chapter, an unusable student ID or a language llmmath
+        does not speak.
     """
 
-    def __init__(self, chapter: str, student: str):
+    def __init__(self, chapter: str, student: str, lang: str = "en"):
+        from llmmath.messages import language
+
         self.chapter = check_chapter(chapter)
         self.student = check_student_id(student)
+        self.lang = language(lang)
         self.count = len(BANK[chapter])
         self._correct: set[int] = set()
 
     def __repr__(self) -> str:
-        return f"Sheet({self.chapter!r}, student={self.student!r})"
+        lang = "" if self.lang == "en" else f", lang={self.lang!r}"
+        return f"Sheet({self.chapter!r}, student={self.student!r}{lang})"
 
     def problem(self, number: int) -> Problem:
         """Question ``number`` with this student's numbers (the answer included: for
@@ -284,15 +318,20 @@ class Sheet:
         """Print question ``number`` with this student's numbers and return the numbers,
         by name (``q = sheet.question(1)``; then ``q.hidden_size``, ...)."""
         p = self.problem(number)
-        title = BANK[self.chapter][number - 1].title
-        text = "\n".join(
-            line if line.startswith("    ") else textwrap.fill(line, 88)
-            for line in p.text.splitlines()
-        )
-        print(
-            f"Question {number} of {self.count}: {title}\n\n{text}\n\nAnswer in "
-            f"{p.unit}."
-        )
+        with speaking(self.lang):
+            title = gettext(BANK[self.chapter][number - 1].title)
+            text = "\n".join(
+                line if line.startswith("    ") else _fill(line)
+                for line in translated(p.text).splitlines()
+            )
+            print(
+                gettext("Question {number} of {count}: {title}").format(
+                    number=number, count=self.count, title=title
+                ),
+                text,
+                gettext(ASKED.get(p.unit, f"Answer in {p.unit}.")),
+                sep="\n\n",
+            )
         return SimpleNamespace(**p.numbers)
 
     def check(self, number: int, answer: object) -> None:
@@ -309,17 +348,26 @@ class Sheet:
         """
         __tracebackhide__ = True  # pytest leaves this frame out of its reports
         p = self.problem(number)
-        where = f"Question {number}"
-        try:
-            message = verdict(p, _as_number(answer, where))
-        except WrongAnswer:
-            self._correct.discard(number)
-            raise
-        if message is not None:
-            self._correct.discard(number)
-            raise WrongAnswer(f"{where}: {message}")
-        self._correct.add(number)
-        print(f"{where}: correct ({p.answer_text}).")
+        with speaking(self.lang):
+            where = gettext("Question {number}").format(number=number)
+            try:
+                message = verdict(p, _as_number(answer, where))
+            except WrongAnswer:
+                self._correct.discard(number)
+                raise
+            if message is not None:
+                self._correct.discard(number)
+                raise WrongAnswer(
+                    gettext("{where}: {message}").format(
+                        where=where, message=translated(message)
+                    )
+                )
+            self._correct.add(number)
+            print(
+                gettext("{where}: correct ({answer}).").format(
+                    where=where, answer=p.answer_text
+                )
+            )
 
     def summary(self) -> None:
         """Print how many questions were answered correctly in this session.
@@ -328,13 +376,39 @@ class Sheet:
         listed)."""
         __tracebackhide__ = True
         missing = [n for n in range(1, self.count + 1) if n not in self._correct]
-        if missing:
-            which = (
-                f"question {missing[0]} is"
-                if len(missing) == 1
-                else f"questions {', '.join(map(str, missing))} are"
+        with speaking(self.lang):
+            if missing:
+                which = (
+                    gettext("question {n} is").format(n=missing[0])
+                    if len(missing) == 1
+                    else gettext("questions {numbers} are").format(
+                        numbers=join(map(str, missing))
+                    )
+                )
+                raise SheetIncomplete(
+                    gettext(
+                        "{chapter}, {student}: {which} not answered correctly yet"
+                    ).format(chapter=self.chapter, student=self.student, which=which)
+                )
+            print(
+                gettext("{chapter}, {student}: all {count} questions correct.").format(
+                    chapter=self.chapter, student=self.student, count=self.count
+                )
             )
-            raise SheetIncomplete(
-                f"{self.chapter}, {self.student}: {which} not answered correctly yet"
-            )
-        print(f"{self.chapter}, {self.student}: all {self.count} questions correct.")
+
+
+def _fill(line: str) -> str:
+    """``line`` wrapped to 88 columns: at spaces in English, anywhere between wide
+    characters in Chinese (each takes two columns, `llmmath.messages.width`)."""
+    if line.isascii():
+        return textwrap.fill(line, 88)
+    from llmmath.messages import width
+
+    out, current = [], ""
+    for word in re.findall(r"[\x00-\x7f]+|.", line):  # ASCII runs stay whole
+        if current and width(current + word.rstrip()) > 88:
+            out.append(current.rstrip())
+            current = word.lstrip()
+        else:
+            current += word
+    return "\n".join(out + [current.rstrip()])

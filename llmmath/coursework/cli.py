@@ -19,6 +19,8 @@ import os
 import sys
 from pathlib import Path
 
+from llmmath.messages import gettext as _
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
@@ -83,10 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--students", required=True, help="roster: one student ID a line")
     h.add_argument("--out", required=True, help="folder to write into")
     h.add_argument("--force", action="store_true", help="overwrite existing sheets")
+    h.add_argument(
+        "--lang",
+        default="en",
+        help="the sheets' language: en (default) or zh (Chinese)",
+    )
     key = actions.add_parser("key", help="one student's answers, for the teacher")
     key.add_argument("--student", required=True, help="the student's ID")
     ed = actions.add_parser("editions", help="the blank editions (coursework/)")
     ed.add_argument("--out", default="coursework", help="folder (default: coursework)")
+    ed.add_argument("--lang", default="en", help="en (default) or zh (Chinese)")
     g = actions.add_parser(
         "grade",
         help="grade every notebook under DIR",
@@ -156,7 +164,7 @@ def _grade(args) -> int:
     )
     options = Options(limits, unsafe=args.unsafe, jobs=args.jobs, key_path=key_path)
     if args.unsafe:
-        print("warning: grading without a sandbox (--unsafe)", file=sys.stderr)
+        print(_("warning: grading without a sandbox (--unsafe)"), file=sys.stderr)
     report = grade_folder(args.folder, key, options)
     if args.csv:
         report.write_csv(args.csv)
@@ -192,13 +200,25 @@ def main(argv: list[str] | None = None) -> int:
                 chapter_list,
                 key=args.key,
                 force=args.force,
+                lang=args.lang,
             )
-            print(f"wrote {len(written)} notebooks under {args.out}")
-            made = "created the key" if new_key else "signed with the key"
             print(
-                f"{made} {key_path.resolve()}: grade with it, keep it private, out of "
-                "the hand-out folder and out of git, and back it up"
+                _("wrote {n} notebooks under {out}").format(
+                    n=len(written), out=args.out
+                )
             )
+            notice = (
+                _(
+                    "created the key {key}: grade with it, keep it private, out of the "
+                    "hand-out folder and out of git, and back it up"
+                )
+                if new_key
+                else _(
+                    "signed with the key {key}: grade with it, keep it private, out of "
+                    "the hand-out folder and out of git, and back it up"
+                )
+            )
+            print(notice.format(key=key_path.resolve()))
         elif args.action == "key":
             for chapter in chapter_list:
                 for n, p in enumerate(answer_key(chapter, args.student), 1):
@@ -207,12 +227,24 @@ def main(argv: list[str] | None = None) -> int:
                         low, high = sorted(
                             p.answer * (1 + s * p.tolerance) for s in (-1, 1)
                         )
-                        tol = (
-                            f" (relative tolerance {p.tolerance:g}: "
-                            f"{low:,.10g} to {high:,.10g} accepted)"
+                        tol = _(
+                            " (relative tolerance {tolerance}: {low} to {high} "
+                            "accepted)"
+                        ).format(
+                            tolerance=f"{p.tolerance:g}",
+                            low=f"{low:,.10g}",
+                            high=f"{high:,.10g}",
                         )
                     print(
-                        f"{chapter} {args.student} question {n}: {p.answer_text}{tol}"
+                        _(
+                            "{chapter} {student} question {n}: {answer}{tolerance}"
+                        ).format(
+                            chapter=chapter,
+                            student=args.student,
+                            n=n,
+                            answer=p.answer_text,
+                            tolerance=tol,
+                        )
                     )
         else:
             import nbformat
@@ -220,12 +252,16 @@ def main(argv: list[str] | None = None) -> int:
             os.makedirs(args.out, exist_ok=True)
             for chapter in chapter_list:
                 nbformat.write(
-                    student_notebook(chapter),
+                    student_notebook(chapter, lang=args.lang),
                     os.path.join(args.out, f"{chapter}.ipynb"),
                 )
-            print(f"wrote {len(chapter_list)} blank editions under {args.out}")
+            print(
+                _("wrote {n} blank editions under {out}").format(
+                    n=len(chapter_list), out=args.out
+                )
+            )
     except (ValueError, OSError, RuntimeError) as e:
-        print(f"llmmath: error: {e}", file=sys.stderr)
+        print(_("llmmath: error: {error}").format(error=e), file=sys.stderr)
         return 2
     except ModuleNotFoundError as e:  # nbformat and the kernel: llmmath[notebooks]
         from llmmath.errors import needs_extra

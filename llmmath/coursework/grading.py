@@ -84,9 +84,10 @@ from llmmath.coursework._record import PREFIX
 from llmmath.coursework.handout import METADATA_KEY, check_source, student_notebook
 from llmmath.coursework.sandbox import Limits, SandboxUnavailable, launch
 from llmmath.coursework.signing import is_signed
+from llmmath.messages import N_, Message, gettext, language, speaking, translated
 
-RIGHT, WRONG, NOT_ANSWERED = "right", "wrong", "not answered"
-TAMPERED, UNREADABLE = "tampered", "unreadable"
+RIGHT, WRONG, NOT_ANSWERED = N_("right"), N_("wrong"), N_("not answered")
+TAMPERED, UNREADABLE = N_("tampered"), N_("unreadable")
 
 #: The names a handed-in sheet may have, relative to the graded folder.
 NAMING_RULE = (
@@ -167,10 +168,27 @@ class Row:
 
     def line(self) -> str:
         """The report's line: ``student chapter question n: verdict[: reason]``, every
-        field escaped (`escape`): one line, whatever it holds."""
-        where = f"question {self.question}" if self.question else "sheet"
-        text = f"{self.student} {self.chapter} {where}: {self.verdict}"
-        return escape(f"{text}: {self.reason}" if self.reason else text)
+        field escaped (`escape`): one line, whatever it holds. In the current language
+        (`llmmath.messages`): the verdict, and the reason where it is a `Message` of the
+        catalogue; names, chapters and numbers as they are."""
+        where = (
+            gettext("question {n}").format(n=self.question)
+            if self.question
+            else gettext("sheet")
+        )
+        fields = {
+            "student": self.student,
+            "chapter": self.chapter,
+            "where": where,
+            "verdict": gettext(self.verdict),
+        }
+        if self.reason:
+            reason = translated(self.reason)
+            text = gettext("{student} {chapter} {where}: {verdict}: {reason}")
+            return escape(text.format(**fields, reason=reason))
+        return escape(
+            gettext("{student} {chapter} {where}: {verdict}").format(**fields)
+        )
 
 
 @dataclass
@@ -187,6 +205,7 @@ class Inspection:
     reasons: list[str] = field(default_factory=list)
     owner: str = ""
     verdict: str = TAMPERED
+    lang: str = "en"
 
 
 def clean(text: object, limit: int = 200) -> str:
@@ -389,12 +408,26 @@ def read_hand_in(folder: Path, parts: tuple[str, ...]) -> bytes:
 ROLES = {"hide-cell": "install", "student-id": "student ID", "summary": "summary"}
 
 
-def _template(chapter: str, student: str) -> list[tuple[str, str]]:
+#: The roles of `_template` as a reason names them (``question n``: ``n`` a field).
+ROLE_NAMES = {
+    "install": N_("install"),
+    "student ID": N_("student ID"),
+    "summary": N_("summary"),
+    "question": N_("question {n}"),
+}
+
+
+def _n(role: str) -> int | None:
+    return int(role.split()[1]) if role.startswith("question ") else None
+
+
+def _template(chapter: str, student: str, lang: str = "en") -> list[tuple[str, str]]:
     """The handed-out sheet's code cells (`student_notebook`, the one source of the
-    sheets) as (role, source): ``install``, ``student ID``, ``question n``, ``answer n``
-    (source: its check line) and ``summary``."""
+    sheets; in ``lang``, whose sheet cell says it) as (role, source): ``install``,
+    ``student ID``, ``question n``, ``answer n`` (source: its check line) and
+    ``summary``."""
     cells = []
-    for cell in student_notebook(chapter, student).cells:
+    for cell in student_notebook(chapter, student, lang=lang).cells:
         if cell.cell_type != "code":
             continue
         tags = cell.metadata.get("tags", [])
@@ -582,26 +615,38 @@ def inspect_sheet(
     fields = meta.get(METADATA_KEY) if isinstance(meta, dict) else None
     if not isinstance(fields, dict):
         found.reasons.append(
-            f"no {METADATA_KEY!r} metadata: not a sheet handed out by llmmath"
+            Message(
+                N_("no {key} metadata: not a sheet handed out by llmmath"),
+                key=repr(METADATA_KEY),
+            )
         )
         return found
     if not is_signed(fields, key):
         found.reasons.append(
-            "its metadata (chapter, student or question count) is not what was handed "
-            "out: the signature does not match the teacher's key"
+            Message(
+                N_(
+                    "its metadata (chapter, student or question count) is not what "
+                    "was handed out: the signature does not match the teacher's key"
+                )
+            )
         )
         return found
     try:  # signed by the teacher's key, so these are the handed-out values
         found.chapter = check_chapter(fields["chapter"])
         found.owner = check_student_id(fields["student"])
+        found.lang = language(fields.get("lang", "en"))
     except ValueError as e:
         found.reasons.append(clean(e))
         return found
     if found.owner.casefold() != handed_in_as.casefold():
         # Graded as the one who handed it in; the owner's own sheet is not touched.
         found.reasons.append(
-            f"this is {found.owner}'s sheet, handed in as {shown_name(handed_in_as)} "
-            f"({quote(rel)})"
+            Message(
+                N_("this is {owner}'s sheet, handed in as {name} ({file})"),
+                owner=found.owner,
+                name=shown_name(handed_in_as),
+                file=quote(rel),
+            )
         )
         return found
     found.student = found.owner
@@ -626,11 +671,17 @@ def inspect_sheet(
             found.reasons.append(f"cell {i} has an unknown type")
     # Empty code cells (JupyterLab adds one after Shift+Enter on the last) are ignored.
     code = [src for kind, src, _ in sources if kind == "code" and src.strip()]
-    template = _template(found.chapter, found.student)
+    template = _template(found.chapter, found.student, found.lang)
     if len(code) != len(template):
         found.reasons.append(
-            f"it has {len(code)} code cells where the handed-out sheet has "
-            f"{len(template)}: code cells were added or deleted"
+            Message(
+                N_(
+                    "it has {found} code cells where the handed-out sheet has "
+                    "{expected}: code cells were added or deleted"
+                ),
+                found=len(code),
+                expected=len(template),
+            )
         )
     else:
         for (role, expected), src in zip(template, code):
@@ -640,7 +691,10 @@ def inspect_sheet(
                 found.reasons += problems
             elif src.rstrip() != expected.rstrip():
                 found.reasons.append(
-                    f"the {role} cell differs from the handed-out sheet"
+                    Message(
+                        N_("the {role} cell differs from the handed-out sheet"),
+                        role=Message(ROLE_NAMES.get(role.split()[0], role), n=_n(role)),
+                    )
                 )
     return found
 
@@ -908,11 +962,14 @@ def judge_sheet(found: Inspection, run: Run, limits: Limits | None = None) -> li
                 why = "grading stopped before this answer"
                 why += f" ({limit})" if limit else ""
             else:
-                why = "no value was recorded for it"
+                why = Message(N_("no value was recorded for it"))
             rows.append(row(WRONG, why))
         elif value is ...:
             rows.append(
-                row(NOT_ANSWERED, error or f"answer_{n} is still ... (or None)")
+                row(
+                    NOT_ANSWERED,
+                    error or Message(N_("answer_{n} is still ... (or None)"), n=n),
+                )
             )
         elif isinstance(value, tuple) and value[0] == "huge":
             rows.append(
@@ -923,21 +980,32 @@ def judge_sheet(found: Inspection, run: Run, limits: Limits | None = None) -> li
                 )
             )
         elif isinstance(value, tuple):
-            rows.append(row(WRONG, f"the answer must be a number; got {value[1]}"))
+            rows.append(
+                row(
+                    WRONG,
+                    Message(
+                        N_("the answer must be a number; got {type}"), type=value[1]
+                    ),
+                )
+            )
         else:
             message = verdict(p, value)
             if message is None and error:
                 rows.append(row(WRONG, error))
             elif message is None:
                 rows.append(row(RIGHT, ""))
-            else:
-                rows.append(row(WRONG, clean(message, 300)))
+            else:  # the verdict's own words, unless cleaning changed them
+                cleaned = clean(message, 300)
+                rows.append(row(WRONG, message if cleaned == message else cleaned))
     return rows
 
 
 def _rows_of(found: Inspection) -> list[Row]:
     """The rows of a sheet that is not run: tampered or unreadable, with the reasons."""
-    reason = "; ".join(dict.fromkeys(found.reasons))
+    reasons = list(dict.fromkeys(found.reasons))
+    # One text of all the reasons, each said in the report's language where it can be.
+    template = "; ".join(f"{{r{i}}}" for i in range(len(reasons)))
+    reason = Message(template, **{f"r{i}": r for i, r in enumerate(reasons)})
     if found.chapter == "?":
         return [Row(found.student, "?", None, found.verdict, reason, found.file)]
     return [
@@ -997,7 +1065,9 @@ class Report:
         return bool(self.rows) and all(r.verdict == RIGHT for r in self.rows)
 
     def text(self) -> str:
-        """One line per student and question, then a count; plain text, no colours."""
+        """One line per student and question, then a count; plain text, no colours; in
+        the current language (`llmmath.messages`: ``LLMMATH_LANG=zh``). The CSV and
+        JUnit XML stay English, for the programs that read them."""
         lines = [r.line() for r in self.rows]
         sheets: dict[str, set[str]] = {}
         for r in self.rows:
@@ -1006,12 +1076,39 @@ class Report:
         tampered = sum(TAMPERED in v for v in sheets.values())
         unreadable = sum(UNREADABLE in v and TAMPERED not in v for v in sheets.values())
         rest = len(sheets) - right - tampered - unreadable
-        counts = f"{right} all right, {tampered} tampered, "
-        counts += f"{unreadable} unreadable, " if unreadable else ""
-        lines.append(
-            f"{len(sheets)} sheet{'s' if len(sheets) != 1 else ''}: {counts}"
-            f"{rest} with wrong or missing answers"
-        )
+        counts = {
+            "sheets": len(sheets),
+            "right": right,
+            "tampered": tampered,
+            "unreadable": unreadable,
+            "rest": rest,
+        }
+        one = len(sheets) == 1
+        if unreadable:
+            total = (
+                N_(
+                    "{sheets} sheet: {right} all right, {tampered} tampered, "
+                    "{unreadable} unreadable, {rest} with wrong or missing answers"
+                )
+                if one
+                else N_(
+                    "{sheets} sheets: {right} all right, {tampered} tampered, "
+                    "{unreadable} unreadable, {rest} with wrong or missing answers"
+                )
+            )
+        else:
+            total = (
+                N_(
+                    "{sheets} sheet: {right} all right, {tampered} tampered, {rest} "
+                    "with wrong or missing answers"
+                )
+                if one
+                else N_(
+                    "{sheets} sheets: {right} all right, {tampered} tampered, {rest} "
+                    "with wrong or missing answers"
+                )
+            )
+        lines.append(gettext(total).format(**counts))
         return "\n".join(lines) + "\n"
 
     def write_csv(self, path: str | os.PathLike) -> None:
@@ -1065,7 +1162,8 @@ class Report:
                     message=escape(f"{r.verdict}: {r.reason}"),
                     type=escape(r.verdict),
                 )
-                fail.text = r.line()
+                with speaking("en"):
+                    fail.text = r.line()
         ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
 
 

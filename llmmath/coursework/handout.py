@@ -7,6 +7,15 @@ notebook's metadata records the chapter, the student and the number of questions
 ``"llmmath_coursework"``; a handed-out sheet also carries their HMAC signature under the
 teacher's key (`llmmath.coursework.signing`), which `llmmath.coursework.grading` checks.
 
+A sheet is handed out in English or in Chinese (``lang="zh_CN"``, ``handout --lang
+zh``): its Markdown (instructions, headings, question titles) and the comment of each
+answer cell come from llmmath's catalogue (`llmmath.messages`), and its sheet cell
+passes the language on (``Sheet(..., lang="zh_CN")``) so that the questions and checks
+print in it. Every other code cell is the English sheet's, word for word, and the
+numbers and answers are the same: a Chinese sheet is graded with the same key, by the
+same checks. The language is recorded in the metadata (``"lang"``, only when it is not
+English) and signed with the rest (`llmmath.coursework.signing`).
+
 Needs ``nbformat`` (installed with Jupyter; ``pip install llmmath[notebooks]``).
 """
 
@@ -27,6 +36,7 @@ from llmmath.coursework import (
     problem,
 )
 from llmmath.coursework.signing import default_key_path, load_key, signature
+from llmmath.messages import N_, gettext, language
 
 METADATA_KEY = "llmmath_coursework"
 
@@ -45,7 +55,7 @@ def install_cell(url: str = REPOSITORY_URL, branch: str = REPOSITORY_BRANCH) -> 
     return environment.install_cell(url, branch)
 
 
-INSTRUCTIONS = """\
+INSTRUCTIONS = N_("""\
 # Coursework {number}: {title}
 
 This sheet goes with the chapter *{title}* (`chapters/{chapter}.ipynb`). Its numbers
@@ -66,14 +76,17 @@ sandbox. Write your code only in the answer cells, above their `sheet.check` lin
 plain Python (no `%` magics or `!` commands). A sheet with an added, deleted or edited
 code cell, an edited ID or check line, or edited metadata is graded as tampered.
 Markdown cells are yours to add.
-"""
+""")
 
 
-def sheet_source(chapter: str, student: str) -> str:
-    """The source line that creates the sheet, as it appears in the notebook."""
+def sheet_source(chapter: str, student: str, lang: str = "en") -> str:
+    """The source line that creates the sheet, as it appears in the notebook: with
+    ``lang="…"`` for a sheet in another language than English."""
+    lang = language(lang)
+    speaks = "" if lang == "en" else f', lang="{lang}"'
     return (
         "from llmmath.coursework import Sheet\n\n"
-        f'sheet = Sheet("{chapter}", student="{student}")'
+        f'sheet = Sheet("{chapter}", student="{student}"{speaks})'
     )
 
 
@@ -86,53 +99,72 @@ SUMMARY_SOURCE = "sheet.summary()"
 
 
 def student_notebook(
-    chapter: str, student: str = PLACEHOLDER_ID, key: bytes | None = None
+    chapter: str,
+    student: str = PLACEHOLDER_ID,
+    key: bytes | None = None,
+    lang: str = "en",
 ):
     """The coursework notebook of ``chapter`` for ``student`` (the blank edition by
     default).
 
     With ``key`` (the teacher's, `llmmath.coursework.signing.load_key`) the metadata is
-    signed, as `hand_out` does; the grader accepts only signed sheets.
+    signed, as `hand_out` does; the grader accepts only signed sheets. ``lang``: the
+    sheet's language (``"en"``, ``"zh_CN"`` or ``"zh"``); see the module's docstring.
 
     Returns:
         an ``nbformat`` v4 notebook without outputs.
 
     Raises:
-        ValueError: an unknown chapter or an unusable student ID.
+        ValueError: an unknown chapter, an unusable student ID, or a language llmmath
+        does not speak.
     """
     import nbformat.v4 as nbf
 
     check_chapter(chapter)
+    lang = language(lang)
+
+    def say(message: str) -> str:
+        return gettext(message, lang)
+
     if student != PLACEHOLDER_ID:
         check_student_id(student)
     questions = BANK[chapter]
     md, code = nbf.new_markdown_cell, nbf.new_code_cell
     cells = [
         md(
-            INSTRUCTIONS.format(
+            say(INSTRUCTIONS).format(
                 number=chapters().index(chapter) + 1,
-                title=CHAPTER_TITLES[chapter],
+                title=say(CHAPTER_TITLES[chapter]),
                 chapter=chapter,
                 placeholder=PLACEHOLDER_ID,
             )
         ),
         code(install_cell(), metadata={"tags": ["hide-cell"]}),
-        code(sheet_source(chapter, student), metadata={"tags": ["student-id"]}),
+        code(sheet_source(chapter, student, lang), metadata={"tags": ["student-id"]}),
     ]
     for q in questions:
         n = q.number
         cells += [
-            md(f"## Question {n}: {q.title}"),
+            md(say(N_("## Question {n}: {title}")).format(n=n, title=say(q.title))),
             code(f"q{n} = sheet.question({n})", metadata={"tags": ["question"]}),
             code(
-                f"answer_{n} = ...  # your computation; the numbers are in q{n}, e.g. "
-                f"q{n}.{next(iter(problem(chapter, 'example', n).numbers))}\n\n"
-                f"{check_source(n)}",
+                f"answer_{n} = ...  # "
+                + say(
+                    N_("your computation; the numbers are in q{n}, e.g. q{n}.{name}")
+                ).format(n=n, name=next(iter(problem(chapter, "example", n).numbers)))
+                + f"\n\n{check_source(n)}",
                 metadata={"tags": ["answer"]},
             ),
         ]
     cells += [
-        md("## Before you hand in\n\nRestart the kernel, run all cells, and save."),
+        md(
+            say(
+                N_(
+                    "## Before you hand in\n\n"
+                    "Restart the kernel, run all cells, and save."
+                )
+            )
+        ),
         code(SUMMARY_SOURCE, metadata={"tags": ["summary"]}),
     ]
     for i, cell in enumerate(cells):  # stable ids: the blank editions are reproducible
@@ -144,6 +176,8 @@ def student_notebook(
         "questions": len(questions),
         "bank_version": QUESTION_BANK_VERSION,
     }
+    if lang != "en":  # English sheets as before, so their signatures stand
+        fields["lang"] = lang
     if key is not None:
         fields["signature"] = signature(fields, key)
     nb.metadata.update(
@@ -204,6 +238,7 @@ def hand_out(
     *,
     key: str | os.PathLike | None = None,
     force: bool = False,
+    lang: str = "en",
 ) -> list[Path]:
     """Write ``out_dir/<student>/<chapter>.ipynb`` for every student and chapter (all by
     default), each signed with the teacher's key.
@@ -212,7 +247,7 @@ def hand_out(
     chapter_list: chapters; a repeated one counts once. key: the key file (default
     `llmmath.coursework.signing.default_key_path`), created if missing; it must lie
     outside ``out_dir``. force: overwrite notebooks that already exist (refused
-    otherwise).
+    otherwise). lang: the sheets' language (`student_notebook`).
 
     Returns:
         the paths written.
@@ -222,6 +257,7 @@ def hand_out(
     ``force``; nothing is written then."""
     import nbformat
 
+    lang = language(lang)
     chapter_list = list(dict.fromkeys(chapter_list or chapters()))
     for c in chapter_list:
         check_chapter(c)
@@ -251,7 +287,7 @@ def hand_out(
     written = []
     for s, c, path in paths:
         path.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(student_notebook(c, s, key=secret), path)
+        nbformat.write(student_notebook(c, s, key=secret, lang=lang), path)
         written.append(path)
     return written
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from llmmath.config import ModelConfig
 from llmmath.counting import count_params
+from llmmath.messages import N_, Message, gettext
 
 QUESTION_BANK_VERSION = (
     1  # part of every seed: changing a question changes everyone's numbers
@@ -29,11 +30,13 @@ QUESTION_BANK_VERSION = (
 class Problem:
     """One question with one student's numbers.
 
-    ``text``: the question as printed; ``numbers``: the drawn inputs by name (HF config
-    names where there is one); ``answer``: the expected answer (an ``int``, or a
-    ``float`` checked to ``tolerance``, a relative tolerance); ``unit``: what the answer
-    counts (parameters, bytes, FLOPs, tokens); ``hint``: printed with a wrong answer,
-    never the answer itself."""
+    ``text``: the question as printed (a `llmmath.messages.Message`: English as a
+    ``str``, and in another language with `llmmath.messages.translated`); ``numbers``:
+    the drawn inputs by name (HF config names where there is one); ``answer``: the
+    expected answer (an ``int``, or a ``float`` checked to ``tolerance``, a relative
+    tolerance); ``unit``: what the answer counts, in English (parameters, bytes,
+    FLOPs, tokens: `AMOUNTS` says an amount of it); ``hint``: printed with a wrong
+    answer, never the answer itself (a message too)."""
 
     text: str
     numbers: dict[str, object]
@@ -44,12 +47,15 @@ class Problem:
 
     @property
     def answer_text(self) -> str:
-        """The answer with its unit, e.g. ``'7,680 bytes'``; a float to 10 significant
-        digits, far finer than any tolerance the checks use, so a teacher reads the
-        value that is checked (``'4,080,185.13 tokens'``)."""
+        """The answer with its unit in the current language (`llmmath.messages`), e.g.
+        ``'7,680 bytes'`` (``'7,680 字节'``); a float to 10 significant digits, far
+        finer than any tolerance the checks use, so a teacher reads the value that is
+        checked (``'4,080,185.13 tokens'``)."""
         if isinstance(self.answer, int):
-            return f"{self.answer:,} {self.unit}"
-        return f"{self.answer:,.10g} {self.unit}"
+            n = f"{self.answer:,}"
+        else:
+            n = f"{self.answer:,.10g}"
+        return gettext(AMOUNTS.get(self.unit, "{n} " + self.unit)).format(n=n)
 
 
 @dataclass(frozen=True)
@@ -143,51 +149,97 @@ def _cfg(numbers: dict[str, object], **extra) -> ModelConfig:
     return ModelConfig(**fields, **extra)
 
 
-LLAMA_STYLE = (
-    "a Llama-style decoder: RMSNorm before attention and before the FFN plus a final "
-    "one, a SwiGLU FFN, RoPE (no position weights), no biases"
+LLAMA_STYLE = Message(
+    N_(
+        "a Llama-style decoder: RMSNorm before attention and before the FFN plus a "
+        "final one, a SwiGLU FFN, RoPE (no position weights), no biases"
+    )
 )
+
+# The units answers are counted in (`Problem.unit`).
+PARAMETERS, BYTES, FEATURES = "parameters", "bytes", "features"
+TOKENS, PAIRS, FLOPS = "tokens", "pairs", "FLOPs"
+GPUS, BLOCKS, TIMES = "GPUs", "blocks", "times"
+#: An amount in each unit, as a sentence says it (``7,680 bytes``, ``7,680 字节``);
+#: FLOPs are FLOPs in every language (`Problem.answer_text`).
+AMOUNTS = {
+    PARAMETERS: N_("{n} parameters"),
+    BYTES: N_("{n} bytes"),
+    FEATURES: N_("{n} features"),
+    TOKENS: N_("{n} tokens"),
+    PAIRS: N_("{n} pairs"),
+    GPUS: N_("{n} GPUs"),
+    BLOCKS: N_("{n} blocks"),
+    TIMES: N_("{n} times"),
+}
+#: What a question asks for, by unit (the last line `llmmath.coursework.Sheet.question`
+#: prints).
+ASKED = {
+    PARAMETERS: N_("Answer in parameters."),
+    BYTES: N_("Answer in bytes."),
+    FEATURES: N_("Answer in features."),
+    TOKENS: N_("Answer in tokens."),
+    PAIRS: N_("Answer in pairs."),
+    FLOPS: N_("Answer in FLOPs."),
+    GPUS: N_("Answer in GPUs."),
+    BLOCKS: N_("Answer in blocks."),
+    TIMES: N_("Answer in times."),
+}
 
 
 # --- 1. Counting parameters -----------------------------------------------------------
 
 
-@question("01_parameters", "Every parameter of a Llama-style model")
+@question("01_parameters", N_("Every parameter of a Llama-style model"))
 def _total_params(rng: random.Random) -> Problem:
     n = _llama_shape(rng)
     return Problem(
-        f"Take {LLAMA_STYLE}, with an untied LM head and\n{_listing(n)}\n"
-        "How many parameters does it have? Give the exact integer.",
+        Message(
+            N_(
+                "Take {style}, with an untied LM head and\n{numbers}\n"
+                "How many parameters does it have? Give the exact integer."
+            ),
+            style=LLAMA_STYLE,
+            numbers=_listing(n),
+        ),
         n,
         count_params(_cfg(n)).total,
-        "parameters",
-        "add the embedding, L blocks (attention, FFN, two norms), the final norm and "
-        "the LM head; "
-        "K and V have n_kv·d_h output features, not H",
+        PARAMETERS,
+        N_(
+            "add the embedding, L blocks (attention, FFN, two norms), the final norm "
+            "and the LM head; K and V have n_kv·d_h output features, not H"
+        ),
     )
 
 
-@question("01_parameters", "What multi-head attention would add")
+@question("01_parameters", N_("What multi-head attention would add"))
 def _mha_extra(rng: random.Random) -> Problem:
     n = _llama_shape(rng)
     gqa = _cfg(n)
     mha = gqa.replace(num_key_value_heads=gqa.num_attention_heads)
     return Problem(
-        f"The same kind of model as in question 1, with\n{_listing(n)}\n"
-        "How many parameters would it gain with multi-head attention "
-        "(num_key_value_heads = "
-        "num_attention_heads), all else equal?",
+        Message(
+            N_(
+                "The same kind of model as in question 1, with\n{numbers}\n"
+                "How many parameters would it gain with multi-head attention "
+                "(num_key_value_heads = num_attention_heads), all else equal?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         count_params(mha).total - count_params(gqa).total,
-        "parameters",
-        "only W_K and W_V change: each goes from H × n_kv·d_h to H × H, in every layer",
+        PARAMETERS,
+        N_(
+            "only W_K and W_V change: each goes from H × n_kv·d_h to H × H, in every "
+            "layer"
+        ),
     )
 
 
 # --- 2. Embeddings --------------------------------------------------------------------
 
 
-@question("02_embeddings", "What tying saves")
+@question("02_embeddings", N_("What tying saves"))
 def _tying_bytes(rng: random.Random) -> Problem:
     n = _llama_shape(rng)
     dtype, size = rng.choice([("bf16", 2), ("fp32", 4)])
@@ -197,18 +249,24 @@ def _tying_bytes(rng: random.Random) -> Problem:
         - count_params(untied.replace(tie_word_embeddings=True)).total
     )
     return Problem(
-        f"A Llama-style model with an untied LM head has\n{_listing(n)}\n"
-        f"How many bytes of {dtype} weights ({size} bytes each) does tying the LM head "
-        "to the "
-        "token embedding save?",
+        Message(
+            N_(
+                "A Llama-style model with an untied LM head has\n{numbers}\n"
+                "How many bytes of {dtype} weights ({size} bytes each) does tying the "
+                "LM head to the token embedding save?"
+            ),
+            numbers=_listing(n),
+            dtype=dtype,
+            size=size,
+        ),
         {**n, "dtype": dtype},
         saved * size,
-        "bytes",
-        "tying removes one V × H matrix; multiply by the bytes per number",
+        BYTES,
+        N_("tying removes one V × H matrix; multiply by the bytes per number"),
     )
 
 
-@question("02_embeddings", "Learned positions")
+@question("02_embeddings", N_("Learned positions"))
 def _gpt2_embeddings(rng: random.Random) -> Problem:
     n = {
         "vocab_size": rng.choice([50257, 50304, 32000]),
@@ -221,13 +279,19 @@ def _gpt2_embeddings(rng: random.Random) -> Problem:
         max_position_embeddings=n["max_position_embeddings"],
     )
     return Problem(
-        f"A GPT-2-style model (learned absolute positions, LM head tied to the token "
-        f"embedding) has\n{_listing(n)}\n"
-        "How many parameters do its token and position embeddings hold together?",
+        Message(
+            N_(
+                "A GPT-2-style model (learned absolute positions, LM head tied to the "
+                "token embedding) has\n{numbers}\n"
+                "How many parameters do its token and position embeddings hold "
+                "together?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         count_params(cfg).embedding,
-        "parameters",
-        "one row of H numbers per token of the vocabulary and one per position",
+        PARAMETERS,
+        N_("one row of H numbers per token of the vocabulary and one per position"),
     )
 
 
@@ -238,42 +302,51 @@ def _attention_per_layer(cfg: ModelConfig) -> int:
     return sum(t.numel for t in count_params(cfg).tensors if t.group == "attention")
 
 
-@question("03_attention", "One layer's attention")
+@question("03_attention", N_("One layer's attention"))
 def _attention_layer(rng: random.Random) -> Problem:
     n = _llama_fields(rng, "hidden_size", "num_attention_heads", "num_key_value_heads")
     return Problem(
-        f"A grouped-query attention layer without biases has\n{_listing(n)}\n"
-        "(head_dim = hidden_size / num_attention_heads). How many parameters do its "
-        "four "
-        "projections W_Q, W_K, W_V, W_O hold?",
+        Message(
+            N_(
+                "A grouped-query attention layer without biases has\n{numbers}\n"
+                "(head_dim = hidden_size / num_attention_heads). How many parameters "
+                "do its four projections W_Q, W_K, W_V, W_O hold?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         _attention_per_layer(
             _cfg(n, vocab_size=1, intermediate_size=1, num_hidden_layers=1)
         ),
-        "parameters",
-        "W_Q and W_O are H × n_h·d_h; W_K and W_V are H × n_kv·d_h",
+        PARAMETERS,
+        N_("W_Q and W_O are H × n_h·d_h; W_K and W_V are H × n_kv·d_h"),
     )
 
 
-@question("03_attention", "Qwen2's biases")
+@question("03_attention", N_("Qwen2's biases"))
 def _attention_bias(rng: random.Random) -> Problem:
     n = _llama_fields(rng, "hidden_size", "num_attention_heads", "num_key_value_heads")
     cfg = _cfg(n, vocab_size=1, intermediate_size=1, num_hidden_layers=1)
     return Problem(
-        "Qwen2 adds biases to the Q, K and V projections (not to O). For a layer "
-        "with\n"
-        f"{_listing(n)}\nhow many parameters do those biases add to the layer?",
+        Message(
+            N_(
+                "Qwen2 adds biases to the Q, K and V projections (not to O). For a "
+                "layer with\n{numbers}\nhow many parameters do those biases add to "
+                "the layer?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         _attention_per_layer(cfg.replace(qkv_bias=True)) - _attention_per_layer(cfg),
-        "parameters",
-        "one bias per output feature of W_Q, W_K and W_V",
+        PARAMETERS,
+        N_("one bias per output feature of W_Q, W_K and W_V"),
     )
 
 
 # --- 4. The FFN -----------------------------------------------------------------------
 
 
-@question("04_ffn", "Meta's rule for intermediate_size")
+@question("04_ffn", N_("Meta's rule for intermediate_size"))
 def _llama_rule(rng: random.Random) -> Problem:
     from llmmath.ffn import llama_intermediate_size
 
@@ -283,57 +356,72 @@ def _llama_rule(rng: random.Random) -> Problem:
         "ffn_dim_multiplier": rng.choice([None, 1.3, 1.5]),
     }
     return Problem(
-        f"A Llama params.json gives\n{_listing(n)}\n"
-        "What intermediate_size does Meta's rule give? (hidden = int(2·4·dim/3); times "
-        "ffn_dim_multiplier when it is not None, then int; rounded up to a multiple of "
-        "multiple_of.)",
+        Message(
+            N_(
+                "A Llama params.json gives\n{numbers}\n"
+                "What intermediate_size does Meta's rule give? (hidden = "
+                "int(2·4·dim/3); times ffn_dim_multiplier when it is not None, then "
+                "int; rounded up to a multiple of multiple_of.)"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         llama_intermediate_size(n["dim"], n["multiple_of"], n["ffn_dim_multiplier"]),
-        "features",
-        "follow the three steps in order, truncating with int() after each product",
+        FEATURES,
+        N_("follow the three steps in order, truncating with int() after each product"),
     )
 
 
-@question("04_ffn", "The FFN weights of a whole model")
+@question("04_ffn", N_("The FFN weights of a whole model"))
 def _ffn_params(rng: random.Random) -> Problem:
     n = _llama_fields(rng, "hidden_size", "intermediate_size", "num_hidden_layers")
     cfg = _cfg(n, vocab_size=1, num_attention_heads=1)
     return Problem(
-        f"A model with SwiGLU FFNs without biases has\n{_listing(n)}\n"
-        "How many parameters do the FFNs of all its layers hold together?",
+        Message(
+            N_(
+                "A model with SwiGLU FFNs without biases has\n{numbers}\n"
+                "How many parameters do the FFNs of all its layers hold together?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         count_params(cfg).by_group()["ffn"],
-        "parameters",
-        "a gated FFN has three matrices (gate, up, down), each H × I",
+        PARAMETERS,
+        N_("a gated FFN has three matrices (gate, up, down), each H × I"),
     )
 
 
 # --- 5. Norms -------------------------------------------------------------------------
 
 
-@question("05_norms", "RMSNorm weights, with QK-norm")
+@question("05_norms", N_("RMSNorm weights, with QK-norm"))
 def _rms_params(rng: random.Random) -> Problem:
     n = _llama_fields(rng, "hidden_size", "num_attention_heads", "num_hidden_layers")
     n["qk_norm"] = rng.choice([True, False])
     cfg = _cfg(n, vocab_size=1, intermediate_size=1)
     return Problem(
-        "A Llama-style model (RMSNorm before attention and the FFN in every layer, "
-        "plus a "
-        f"final norm) has\n{_listing(n)}\n"
-        "qk_norm = True means Qwen3's extra RMSNorm over each head's queries and keys "
-        "(one "
-        "weight vector of head_dim = hidden_size / num_attention_heads for Q and one "
-        "for K, "
-        "per layer). How many norm parameters does the model have?",
+        Message(
+            N_(
+                "A Llama-style model (RMSNorm before attention and the FFN in every "
+                "layer, plus a final norm) has\n{numbers}\n"
+                "qk_norm = True means Qwen3's extra RMSNorm over each head's queries "
+                "and keys (one weight vector of head_dim = hidden_size / "
+                "num_attention_heads for Q and one for K, per layer). How many norm "
+                "parameters does the model have?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         count_params(cfg).by_group()["norm"],
-        "parameters",
-        "RMSNorm has a scale and no shift: 2L + 1 vectors of H, plus 2L of d_h with "
-        "QK-norm",
+        PARAMETERS,
+        N_(
+            "RMSNorm has a scale and no shift: 2L + 1 vectors of H, plus 2L of d_h "
+            "with QK-norm"
+        ),
     )
 
 
-@question("05_norms", "LayerNorm weights")
+@question("05_norms", N_("LayerNorm weights"))
 def _ln_params(rng: random.Random) -> Problem:
     n = {
         "hidden_size": 64 * rng.randrange(8, 33),
@@ -341,13 +429,18 @@ def _ln_params(rng: random.Random) -> Problem:
     }
     cfg = _gpt2(n["hidden_size"], num_hidden_layers=n["num_hidden_layers"])
     return Problem(
-        "A GPT-2-style model (LayerNorm before attention and the MLP, plus a final "
-        "one) has\n"
-        f"{_listing(n)}\nHow many parameters do its LayerNorms hold?",
+        Message(
+            N_(
+                "A GPT-2-style model (LayerNorm before attention and the MLP, plus a "
+                "final one) has\n{numbers}\nHow many parameters do its LayerNorms "
+                "hold?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         count_params(cfg).by_group()["norm"],
-        "parameters",
-        "LayerNorm has a scale and a shift, each of H numbers",
+        PARAMETERS,
+        N_("LayerNorm has a scale and a shift, each of H numbers"),
     )
 
 
@@ -360,28 +453,31 @@ def _wavelengths(head_dim: int, theta: float) -> list[float]:
     return [float(x) for x in rope_wavelengths(head_dim, theta)]
 
 
-@question("06_rope", "The slowest pair")
+@question("06_rope", N_("The slowest pair"))
 def _slowest(rng: random.Random) -> Problem:
     n = {
         "head_dim": rng.choice([64, 96, 128, 256]),
         "rope_theta": rng.choice([10000.0, 500000.0, 1000000.0]),
     }
     return Problem(
-        f"RoPE with\n{_listing(n)}\n"
-        "rotates pair i (i = 0 … head_dim/2 − 1) by the angle m·theta_i at position m, "
-        "with "
-        "theta_i = rope_theta^(−2i/head_dim). How many tokens long is the wavelength "
-        "of the "
-        "slowest pair? (relative tolerance 1e-4)",
+        Message(
+            N_(
+                "RoPE with\n{numbers}\n"
+                "rotates pair i (i = 0 … head_dim/2 − 1) by the angle m·theta_i at "
+                "position m, with theta_i = rope_theta^(−2i/head_dim). How many tokens "
+                "long is the wavelength of the slowest pair? (relative tolerance 1e-4)"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         _wavelengths(n["head_dim"], n["rope_theta"])[-1],
-        "tokens",
-        "a pair turns once in 2π/theta_i tokens; the slowest pair is the last one",
+        TOKENS,
+        N_("a pair turns once in 2π/theta_i tokens; the slowest pair is the last one"),
         tolerance=1e-4,
     )
 
 
-@question("06_rope", "Pairs that turn within the context")
+@question("06_rope", N_("Pairs that turn within the context"))
 def _turning_pairs(rng: random.Random) -> Problem:
     n = {
         "head_dim": rng.choice([64, 128]),
@@ -390,13 +486,19 @@ def _turning_pairs(rng: random.Random) -> Problem:
     }
     lam = _wavelengths(n["head_dim"], n["rope_theta"])
     return Problem(
-        f"RoPE with\n{_listing(n)}\n"
-        "How many of the head_dim/2 pairs complete at least one full turn within "
-        "max_position_embeddings tokens (wavelength ≤ max_position_embeddings)?",
+        Message(
+            N_(
+                "RoPE with\n{numbers}\n"
+                "How many of the head_dim/2 pairs complete at least one full turn "
+                "within max_position_embeddings tokens (wavelength ≤ "
+                "max_position_embeddings)?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         sum(1 for x in lam if x <= n["max_position_embeddings"]),
-        "pairs",
-        "compute each pair's wavelength 2π·rope_theta^(2i/head_dim) and count",
+        PAIRS,
+        N_("compute each pair's wavelength 2π·rope_theta^(2i/head_dim) and count"),
     )
 
 
@@ -413,7 +515,7 @@ def _kv_shape(rng: random.Random) -> dict[str, object]:
     )
 
 
-@question("07_kv_cache", "One token's cache")
+@question("07_kv_cache", N_("One token's cache"))
 def _kv_per_token(rng: random.Random) -> Problem:
     from llmmath.kvcache import kv_cache_bytes_per_token
 
@@ -421,18 +523,25 @@ def _kv_per_token(rng: random.Random) -> Problem:
     dtype, size = rng.choice([("bf16", 2), ("fp32", 4), ("fp8", 1)])
     cfg = _cfg(n, vocab_size=1, intermediate_size=1)
     return Problem(
-        f"A decoder with grouped-query attention has\n{_listing(n)}\n"
-        "(head_dim = hidden_size / num_attention_heads). How many bytes does one more "
-        "token add "
-        f"to the KV cache of one sequence in {dtype} ({size} bytes per number)?",
+        Message(
+            N_(
+                "A decoder with grouped-query attention has\n{numbers}\n"
+                "(head_dim = hidden_size / num_attention_heads). How many bytes does "
+                "one more token add to the KV cache of one sequence in {dtype} ({size} "
+                "bytes per number)?"
+            ),
+            numbers=_listing(n),
+            dtype=dtype,
+            size=size,
+        ),
         {**n, "dtype": dtype},
         kv_cache_bytes_per_token(cfg, dtype),
-        "bytes",
-        "keys and values, in every layer, for each KV head (not each query head)",
+        BYTES,
+        N_("keys and values, in every layer, for each KV head (not each query head)"),
     )
 
 
-@question("07_kv_cache", "A batch of sequences")
+@question("07_kv_cache", N_("A batch of sequences"))
 def _kv_batch(rng: random.Random) -> Problem:
     from llmmath.kvcache import kv_cache_bytes
 
@@ -443,20 +552,25 @@ def _kv_batch(rng: random.Random) -> Problem:
     }
     cfg = _cfg(n, vocab_size=1, intermediate_size=1)
     return Problem(
-        f"The same kind of model, with\n{_listing(n)}\n"
-        "How many bytes does the bf16 KV cache of batch sequences of seq_len tokens "
-        "take?",
+        Message(
+            N_(
+                "The same kind of model, with\n{numbers}\n"
+                "How many bytes does the bf16 KV cache of batch sequences of seq_len "
+                "tokens take?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         kv_cache_bytes(cfg, n["batch"], n["seq_len"], "bf16"),
-        "bytes",
-        "2 · L · batch · seq_len · n_kv · d_h · 2 bytes",
+        BYTES,
+        N_("2 · L · batch · seq_len · n_kv · d_h · 2 bytes"),
     )
 
 
 # --- 8. FLOPs -------------------------------------------------------------------------
 
 
-@question("08_flops", "Forward FLOPs per token, all pairs")
+@question("08_flops", N_("Forward FLOPs per token, all pairs"))
 def _forward_full(rng: random.Random) -> Problem:
     from llmmath.flops import forward_flops_per_token
 
@@ -464,24 +578,28 @@ def _forward_full(rng: random.Random) -> Problem:
     n["seq_len"] = rng.choice([512, 1024, 2048, 4096])
     cfg = _cfg(n)
     return Problem(
-        f"A Llama-style model with an untied LM head has\n{_listing(n)}\n"
-        "Count its forward FLOPs per token on a seq_len-token sequence the book's way: "
-        "2 FLOPs "
-        "per weight of every matmul (attention projections, FFN, LM head; the "
-        "embedding lookup "
-        "is free; norms, activations and softmax are not counted) plus QKᵀ and AV with "
-        "every "
-        "token against all seq_len keys (4·L·seq_len·n_h·d_h).",
+        Message(
+            N_(
+                "A Llama-style model with an untied LM head has\n{numbers}\n"
+                "Count its forward FLOPs per token on a seq_len-token sequence the "
+                "book's way: 2 FLOPs per weight of every matmul (attention "
+                "projections, FFN, LM head; the embedding lookup is free; norms, "
+                "activations and softmax are not counted) plus QKᵀ and AV with every "
+                "token against all seq_len keys (4·L·seq_len·n_h·d_h)."
+            ),
+            numbers=_listing(n),
+        ),
         n,
         int(forward_flops_per_token(cfg, n["seq_len"], "full").total),
-        "FLOPs",
-        "2 × (attention projection weights + FFN weights) per layer, + 2·V·H for the "
-        "head, "
-        "+ the attention term",
+        FLOPS,
+        N_(
+            "2 × (attention projection weights + FFN weights) per layer, + 2·V·H for "
+            "the head, + the attention term"
+        ),
     )
 
 
-@question("08_flops", "Causal attention")
+@question("08_flops", N_("Causal attention"))
 def _causal_attention(rng: random.Random) -> Problem:
     from llmmath.flops import forward_flops_per_token
 
@@ -491,42 +609,49 @@ def _causal_attention(rng: random.Random) -> Problem:
         _cfg(n, vocab_size=1, intermediate_size=1), n["seq_len"], "causal"
     )
     return Problem(
-        f"A decoder with\n{_listing(n)}\n"
-        "reads a seq_len-token sequence with a causal mask: token i (1-based) attends "
-        "to i keys. "
-        "Averaged over the seq_len positions, how many FLOPs per token do QKᵀ and AV "
-        "cost "
-        "(2 FLOPs per multiply-add, all layers and heads)?",
+        Message(
+            N_(
+                "A decoder with\n{numbers}\n"
+                "reads a seq_len-token sequence with a causal mask: token i (1-based) "
+                "attends to i keys. Averaged over the seq_len positions, how many "
+                "FLOPs per token do QKᵀ and AV cost (2 FLOPs per multiply-add, all "
+                "layers and heads)?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         int(f.attention),
-        "FLOPs",
-        "token i costs 4·L·n_h·d_h·i; average i over 1 … seq_len",
+        FLOPS,
+        N_("token i costs 4·L·n_h·d_h·i; average i over 1 … seq_len"),
     )
 
 
 # --- 9. Memory ------------------------------------------------------------------------
 
 
-@question("09_memory", "Training state")
+@question("09_memory", N_("Training state"))
 def _training_state(rng: random.Random) -> Problem:
     from llmmath.memory import training_state_bytes
 
     n = _llama_shape(rng)
     return Problem(
-        f"A Llama-style model with an untied LM head has\n{_listing(n)}\n"
-        "How many bytes of training state does mixed-precision Adam keep for it (bf16 "
-        "weights "
-        "and gradients, fp32 master weights and two fp32 moments: 16 bytes per "
-        "parameter), "
-        "activations aside?",
+        Message(
+            N_(
+                "A Llama-style model with an untied LM head has\n{numbers}\n"
+                "How many bytes of training state does mixed-precision Adam keep for "
+                "it (bf16 weights and gradients, fp32 master weights and two fp32 "
+                "moments: 16 bytes per parameter), activations aside?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         sum(training_state_bytes(_cfg(n)).values()),
-        "bytes",
-        "count the parameters first, then 2 + 2 + 4 + 4 + 4 bytes each",
+        BYTES,
+        N_("count the parameters first, then 2 + 2 + 4 + 4 + 4 bytes each"),
     )
 
 
-@question("09_memory", "GPUs for serving")
+@question("09_memory", N_("GPUs for serving"))
 def _serving_gpus(rng: random.Random) -> Problem:
     from llmmath.kvcache import kv_cache_bytes
     from llmmath.memory import weight_bytes
@@ -549,16 +674,22 @@ def _serving_gpus(rng: random.Random) -> Problem:
     cfg = _cfg(n)
     need = weight_bytes(cfg) + kv_cache_bytes(cfg, n["batch"], n["seq_len"])
     return Problem(
-        f"Serve a Llama-style model (untied LM head) with\n{_listing(n)}\n"
-        "in bf16: weights plus the KV cache of batch sequences of seq_len tokens. How "
-        "many GPUs "
-        "of gpu_gb GB (1 GB = 10^9 bytes) does that take, counting bytes only (no "
-        "activations, "
-        "no fragmentation)?",
+        Message(
+            N_(
+                "Serve a Llama-style model (untied LM head) with\n{numbers}\n"
+                "in bf16: weights plus the KV cache of batch sequences of seq_len "
+                "tokens. How many GPUs of gpu_gb GB (1 GB = 10^9 bytes) does that "
+                "take, counting bytes only (no activations, no fragmentation)?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         -(-need // (n["gpu_gb"] * GB)),
-        "GPUs",
-        "add 2 bytes per parameter and the cache, divide by gpu_gb·10^9 and round up",
+        GPUS,
+        N_(
+            "add 2 bytes per parameter and the cache, divide by gpu_gb·10^9 and round "
+            "up"
+        ),
     )
 
 
@@ -580,7 +711,7 @@ def _older_llama(rng: random.Random) -> tuple[str, ModelConfig, int]:
     )
 
 
-@question("10_llama", "Grouped-query attention for an older LLaMA: the cache")
+@question("10_llama", N_("Grouped-query attention for an older LLaMA: the cache"))
 def _llama_gqa_cache(rng: random.Random) -> Problem:
     from llmmath import presets
     from llmmath.kvcache import kv_cache_bytes_per_token
@@ -590,20 +721,27 @@ def _llama_gqa_cache(rng: random.Random) -> Problem:
         cfg.replace(num_key_value_heads=kv)
     )
     return Problem(
-        f"Give {presets.get(name).title} (preset {name!r}) grouped-query attention "
-        "with "
-        f"num_key_value_heads = {kv} and change nothing else. How many bytes per token "
-        "does its "
-        "bf16 KV cache save?",
+        Message(
+            N_(
+                "Give {model} (preset {preset}) grouped-query attention with "
+                "num_key_value_heads = {kv} and change nothing else. How many bytes "
+                "per token does its bf16 KV cache save?"
+            ),
+            model=presets.get(name).title,
+            preset=repr(name),
+            kv=kv,
+        ),
         {"preset": name, "num_key_value_heads": kv},
         saved,
-        "bytes",
-        "look the preset's L, n_h and d_h up (presets.load); the cache keeps n_kv "
-        "heads, not n_h",
+        BYTES,
+        N_(
+            "look the preset's L, n_h and d_h up (presets.load); the cache keeps n_kv "
+            "heads, not n_h"
+        ),
     )
 
 
-@question("10_llama", "Grouped-query attention for an older LLaMA: the weights")
+@question("10_llama", N_("Grouped-query attention for an older LLaMA: the weights"))
 def _llama_gqa_params(rng: random.Random) -> Problem:
     from llmmath import presets
 
@@ -613,13 +751,19 @@ def _llama_gqa_params(rng: random.Random) -> Problem:
         - count_params(cfg.replace(num_key_value_heads=kv)).total
     )
     return Problem(
-        f"Give {presets.get(name).title} (preset {name!r}) num_key_value_heads = {kv} "
-        "and change "
-        "nothing else. How many parameters does it lose?",
+        Message(
+            N_(
+                "Give {model} (preset {preset}) num_key_value_heads = {kv} and change "
+                "nothing else. How many parameters does it lose?"
+            ),
+            model=presets.get(name).title,
+            preset=repr(name),
+            kv=kv,
+        ),
         {"preset": name, "num_key_value_heads": kv},
         lost,
-        "parameters",
-        "W_K and W_V shrink from H × H to H × n_kv·d_h in every layer",
+        PARAMETERS,
+        N_("W_K and W_V shrink from H × H to H × n_kv·d_h in every layer"),
     )
 
 
@@ -640,34 +784,44 @@ def _minimind_shape(rng: random.Random) -> dict[str, int]:
     }
 
 
-@question("11_minimind", "MiniMind's FFN rule")
+@question("11_minimind", N_("MiniMind's FFN rule"))
 def _minimind_rule(rng: random.Random) -> Problem:
     from llmmath.ffn import minimind_intermediate_size
 
     n = {"hidden_size": 64 * rng.randrange(6, 33)}
     return Problem(
-        "MiniMind sizes its FFN as int(hidden_size · 8/3) rounded up to a multiple of "
-        "64. For\n"
-        f"{_listing(n)}\nwhat is intermediate_size?",
+        Message(
+            N_(
+                "MiniMind sizes its FFN as int(hidden_size · 8/3) rounded up to a "
+                "multiple of 64. For\n{numbers}\nwhat is intermediate_size?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         minimind_intermediate_size(n["hidden_size"]),
-        "features",
-        "truncate first, then round up to the next multiple of 64 (a multiple stays as "
-        "it is)",
+        FEATURES,
+        N_(
+            "truncate first, then round up to the next multiple of 64 (a multiple "
+            "stays as it is)"
+        ),
     )
 
 
-@question("11_minimind", "A MiniMind-shaped model")
+@question("11_minimind", N_("A MiniMind-shaped model"))
 def _minimind_total(rng: random.Random) -> Problem:
     n = _minimind_shape(rng)
     return Problem(
-        "A MiniMind-style model (Llama-style blocks, LM head tied to the embedding) "
-        "has\n"
-        f"{_listing(n)}\nHow many parameters does it have?",
+        Message(
+            N_(
+                "A MiniMind-style model (Llama-style blocks, LM head tied to the "
+                "embedding) has\n{numbers}\nHow many parameters does it have?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         count_params(_cfg(n, tie_word_embeddings=True)).total,
-        "parameters",
-        "as for a Llama model, but the V × H matrix counts once",
+        PARAMETERS,
+        N_("as for a Llama model, but the V × H matrix counts once"),
     )
 
 
@@ -683,39 +837,55 @@ def _moe_shape(rng: random.Random) -> dict[str, int]:
     }
 
 
-_MOE_TEXT = (
-    "A Mixtral-style mixture of experts (Llama-style blocks whose FFN is "
-    "num_local_experts "
-    "SwiGLU experts, each H × I × 3, and a router, a linear layer from H to "
-    "num_local_experts without bias; untied LM head) has"
+_MOE_TEXT = Message(
+    N_(
+        "A Mixtral-style mixture of experts (Llama-style blocks whose FFN is "
+        "num_local_experts SwiGLU experts, each H × I × 3, and a router, a linear "
+        "layer from H to num_local_experts without bias; untied LM head) has"
+    )
 )
 
 
-@question("12_moe", "All the experts")
+@question("12_moe", N_("All the experts"))
 def _moe_total(rng: random.Random) -> Problem:
     n = _moe_shape(rng)
     return Problem(
-        f"{_MOE_TEXT}\n{_listing(n)}\nHow many parameters does it have in all?",
+        Message(
+            N_("{model}\n{numbers}\nHow many parameters does it have in all?"),
+            model=_MOE_TEXT,
+            numbers=_listing(n),
+        ),
         n,
         count_params(_cfg(n, model_type="mixtral")).total,
-        "parameters",
-        "every expert counts in the total, and each layer has a router of H·E weights",
+        PARAMETERS,
+        N_(
+            "every expert counts in the total, and each layer has a router of H·E "
+            "weights"
+        ),
     )
 
 
-@question("12_moe", "What one token uses")
+@question("12_moe", N_("What one token uses"))
 def _moe_active(rng: random.Random) -> Problem:
     n = _moe_shape(rng)
     return Problem(
-        f"{_MOE_TEXT}\n{_listing(n)}\n"
-        "The router sends each token to num_experts_per_tok experts. How many "
-        "parameters does "
-        "one token use (the total less the experts it is not routed to)?",
+        Message(
+            N_(
+                "{model}\n{numbers}\n"
+                "The router sends each token to num_experts_per_tok experts. How many "
+                "parameters does one token use (the total less the experts it is not "
+                "routed to)?"
+            ),
+            model=_MOE_TEXT,
+            numbers=_listing(n),
+        ),
         n,
         count_params(_cfg(n, model_type="mixtral")).active,
-        "parameters",
-        "subtract (E − k) experts of 3·H·I in every layer; the router and attention "
-        "stay",
+        PARAMETERS,
+        N_(
+            "subtract (E − k) experts of 3·H·I in every layer; the router and "
+            "attention stay"
+        ),
     )
 
 
@@ -735,7 +905,7 @@ _ZOO = (
 )
 
 
-@question("13_zoo", "Two caches side by side")
+@question("13_zoo", N_("Two caches side by side"))
 def _zoo_kv(rng: random.Random) -> Problem:
     from llmmath import presets
     from llmmath.kvcache import kv_cache_bytes_per_token
@@ -745,31 +915,45 @@ def _zoo_kv(rng: random.Random) -> Problem:
         presets.load(b)
     )
     return Problem(
-        f"How many more bytes per token does the bf16 KV cache of preset {a!r} take "
-        "than that of "
-        f"preset {b!r}? (Negative if it takes fewer.)",
+        Message(
+            N_(
+                "How many more bytes per token does the bf16 KV cache of preset {a} "
+                "take than that of preset {b}? (Negative if it takes fewer.)"
+            ),
+            a=repr(a),
+            b=repr(b),
+        ),
         {"preset_a": a, "preset_b": b},
         diff,
-        "bytes",
-        "2 · L · n_kv · d_h · 2 bytes for each; d_h is head_dim when the config gives "
-        "it",
+        BYTES,
+        N_(
+            "2 · L · n_kv · d_h · 2 bytes for each; d_h is head_dim when the config "
+            "gives it"
+        ),
     )
 
 
-@question("13_zoo", "Non-embedding parameters")
+@question("13_zoo", N_("Non-embedding parameters"))
 def _zoo_non_embedding(rng: random.Random) -> Problem:
     from llmmath import presets
 
     name = rng.choice(_ZOO)
     return Problem(
-        f"How many non-embedding parameters does preset {name!r} have, in the book's "
-        "convention "
-        "(the total less the token and position embeddings and an untied LM head)?",
+        Message(
+            N_(
+                "How many non-embedding parameters does preset {preset} have, in the "
+                "book's convention (the total less the token and position embeddings "
+                "and an untied LM head)?"
+            ),
+            preset=repr(name),
+        ),
         {"preset": name},
         count_params(presets.load(name)).non_embedding,
-        "parameters",
-        "count_params(...).total, then subtract V·H (twice if untied) and any position "
-        "table",
+        PARAMETERS,
+        N_(
+            "count_params(...).total, then subtract V·H (twice if untied) and any "
+            "position table"
+        ),
     )
 
 
@@ -798,25 +982,35 @@ def _mla_cfg(n: dict[str, int]) -> ModelConfig:
     return _cfg(n, vocab_size=1, hidden_size=64, intermediate_size=1)
 
 
-@question("07b_latent_attention", "The latent cache")
+@question("07b_latent_attention", N_("The latent cache"))
 def _mla_latent(rng: random.Random) -> Problem:
     from llmmath.kvcache import kv_cache_bytes_per_token
 
     n = _mla_shape(rng)
     dtype, size = rng.choice([("bf16", 2), ("fp32", 4), ("fp8", 1)])
     return Problem(
-        f"A decoder with multi-head latent attention (DeepSeek-V2/V3) has\n"
-        f"{_listing(n)}\nIt caches the latent and the shared rotary key. How many "
-        f"bytes does one more token add to the cache of one sequence in {dtype} "
-        f"({size} bytes per number)?",
+        Message(
+            N_(
+                "A decoder with multi-head latent attention (DeepSeek-V2/V3) has\n"
+                "{numbers}\nIt caches the latent and the shared rotary key. How many "
+                "bytes does one more token add to the cache of one sequence in {dtype} "
+                "({size} bytes per number)?"
+            ),
+            numbers=_listing(n),
+            dtype=dtype,
+            size=size,
+        ),
         {**n, "dtype": dtype},
         kv_cache_bytes_per_token(_mla_cfg(n), dtype),
-        "bytes",
-        "per layer kv_lora_rank + qk_rope_head_dim numbers; the heads do not multiply",
+        BYTES,
+        N_(
+            "per layer kv_lora_rank + qk_rope_head_dim numbers; the heads do not "
+            "multiply"
+        ),
     )
 
 
-@question("07b_latent_attention", "What expanding costs")
+@question("07b_latent_attention", N_("What expanding costs"))
 def _mla_expanded(rng: random.Random) -> Problem:
     from llmmath.kvcache import kv_cache_bytes_per_token
 
@@ -826,22 +1020,29 @@ def _mla_expanded(rng: random.Random) -> Problem:
         kv_cache_bytes_per_token(cfg, "bf16", "latent")
     )
     return Problem(
-        f"The same kind of model, with\n{_listing(n)}\nA naive implementation caches "
-        "each head's key (qk_nope_head_dim + qk_rope_head_dim numbers) and value "
-        "(v_head_dim) instead of the latent. How many more bytes per token does its "
-        "bf16 cache take than the latent one?",
+        Message(
+            N_(
+                "The same kind of model, with\n{numbers}\nA naive implementation "
+                "caches each head's key (qk_nope_head_dim + qk_rope_head_dim numbers) "
+                "and value (v_head_dim) instead of the latent. How many more bytes per "
+                "token does its bf16 cache take than the latent one?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         extra,
-        "bytes",
-        "expanded: n_h · (d_n + d_r + d_v) per layer; latent: d_c + d_r; times L and 2 "
-        "bytes",
+        BYTES,
+        N_(
+            "expanded: n_h · (d_n + d_r + d_v) per layer; latent: d_c + d_r; times L "
+            "and 2 bytes"
+        ),
     )
 
 
 # --- 9c. Many GPUs --------------------------------------------------------------------
 
 
-@question("09c_many_gpus", "ZeRO: model state per GPU")
+@question("09c_many_gpus", N_("ZeRO: model state per GPU"))
 def _zero_state(rng: random.Random) -> Problem:
     from llmmath.parallel import zero_model_state_bytes
 
@@ -849,20 +1050,28 @@ def _zero_state(rng: random.Random) -> Problem:
     n |= {"gpus": rng.choice([8, 16, 32, 64, 128, 256]), "zero": rng.choice([1, 2, 3])}
     psi = count_params(_cfg(n)).total
     return Problem(
-        f"A Llama-style model with an untied LM head has\n{_listing(n)}\n"
-        "It is trained with mixed-precision Adam (bf16 weights and gradients, 12 bytes "
-        "of fp32 optimizer state per parameter) on gpus data-parallel GPUs with ZeRO "
-        "stage zero. How many bytes of model state does each GPU hold? A partition "
-        "holds ⌈Ψ/gpus⌉ parameters (Ψ the parameter count).",
+        Message(
+            N_(
+                "A Llama-style model with an untied LM head has\n{numbers}\n"
+                "It is trained with mixed-precision Adam (bf16 weights and gradients, "
+                "12 bytes of fp32 optimizer state per parameter) on gpus data-parallel "
+                "GPUs with ZeRO stage zero. How many bytes of model state does each "
+                "GPU hold? A partition holds ⌈Ψ/gpus⌉ parameters (Ψ the parameter "
+                "count)."
+            ),
+            numbers=_listing(n),
+        ),
         n,
         sum(zero_model_state_bytes(psi, n["gpus"], n["zero"]).values()),
-        "bytes",
-        "stage 1 partitions the 12 optimizer bytes, stage 2 also the 2 gradient bytes, "
-        "stage 3 also the 2 weight bytes; the rest stays whole on every GPU",
+        BYTES,
+        N_(
+            "stage 1 partitions the 12 optimizer bytes, stage 2 also the 2 gradient "
+            "bytes, stage 3 also the 2 weight bytes; the rest stays whole on every GPU"
+        ),
     )
 
 
-@question("09c_many_gpus", "Tensor parallelism: parameters per GPU")
+@question("09c_many_gpus", N_("Tensor parallelism: parameters per GPU"))
 def _tp_params(rng: random.Random) -> Problem:
     from llmmath.parallel import tp_params_per_rank
 
@@ -870,23 +1079,31 @@ def _tp_params(rng: random.Random) -> Problem:
     n["num_key_value_heads"] = max(n["num_key_value_heads"], 2)
     n["tp"] = rng.choice([t for t in (2, 4, 8) if n["num_key_value_heads"] % t == 0])
     return Problem(
-        f"A Llama-style model with an untied LM head has\n{_listing(n)}\n"
-        "It is split over tp GPUs with Megatron-LM's tensor parallelism: q, k, v, gate "
-        "and up projections by column, o and down by row, the embedding and the LM "
-        "head by vocabulary in chunks of ⌈V/tp⌉ rows, the norms replicated. How many "
-        "parameters does the first GPU (rank 0) hold?",
+        Message(
+            N_(
+                "A Llama-style model with an untied LM head has\n{numbers}\n"
+                "It is split over tp GPUs with Megatron-LM's tensor parallelism: q, k, "
+                "v, gate and up projections by column, o and down by row, the "
+                "embedding and the LM head by vocabulary in chunks of ⌈V/tp⌉ rows, the "
+                "norms replicated. How many parameters does the first GPU (rank 0) "
+                "hold?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         tp_params_per_rank(_cfg(n), n["tp"]),
-        "parameters",
-        "every block matrix ÷ tp, plus the 2L + 1 norms whole, plus two vocabulary "
-        "chunks of ⌈V/tp⌉·H",
+        PARAMETERS,
+        N_(
+            "every block matrix ÷ tp, plus the 2L + 1 norms whole, plus two vocabulary "
+            "chunks of ⌈V/tp⌉·H"
+        ),
     )
 
 
 # --- 9b. Serving ----------------------------------------------------------------------
 
 
-@question("09b_serving", "An int4 checkpoint")
+@question("09b_serving", N_("An int4 checkpoint"))
 def _int4_checkpoint(rng: random.Random) -> Problem:
     from llmmath.quantization import WeightFormat, quantized_bytes
 
@@ -896,21 +1113,28 @@ def _int4_checkpoint(rng: random.Random) -> Problem:
     n["zero_point"] = zero or "none"
     fmt = WeightFormat("int4", 4, n["group_size"], "bf16", zero)
     return Problem(
-        f"A Llama-style model with an untied LM head has\n{_listing(n)}\n"
-        "Its block matrices (q, k, v, o, gate, up, down) are stored as packed int4 "
-        "values, two per byte, with one bf16 scale and one zero point (of the type "
-        "zero_point; none: no zero point) per group_size consecutive weights of a row; "
-        "the embedding, the LM head and the norms stay in bf16. How many bytes is the "
-        "checkpoint?",
+        Message(
+            N_(
+                "A Llama-style model with an untied LM head has\n{numbers}\n"
+                "Its block matrices (q, k, v, o, gate, up, down) are stored as packed "
+                "int4 values, two per byte, with one bf16 scale and one zero point (of "
+                "the type zero_point; none: no zero point) per group_size consecutive "
+                "weights of a row; the embedding, the LM head and the norms stay in "
+                "bf16. How many bytes is the checkpoint?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         sum(quantized_bytes(_cfg(n), fmt).values()),
-        "bytes",
-        "block weights × 4/8 + (scale + zero-point bytes) per group + 2 bytes for "
-        "every other parameter; a row of w weights has w / group_size groups here",
+        BYTES,
+        N_(
+            "block weights × 4/8 + (scale + zero-point bytes) per group + 2 bytes for "
+            "every other parameter; a row of w weights has w / group_size groups here"
+        ),
     )
 
 
-@question("09b_serving", "Blocks with a shared prompt")
+@question("09b_serving", N_("Blocks with a shared prompt"))
 def _shared_blocks(rng: random.Random) -> Problem:
     from llmmath.paged_cache import shared_prefix_blocks
 
@@ -924,19 +1148,24 @@ def _shared_blocks(rng: random.Random) -> Problem:
         n["sequences"], n["prompt_tokens"], n["new_tokens_each"], n["block_size"]
     )
     return Problem(
-        f"A paged KV cache (vLLM) holds\n{_listing(n)}\n"
-        "All sequences start with the same prompt and then write their own new "
-        "tokens. The full blocks of the prompt are shared; its last, partly filled "
-        "block (if any) is copied into each sequence when it first writes. How many "
-        "blocks are in use?",
+        Message(
+            N_(
+                "A paged KV cache (vLLM) holds\n{numbers}\n"
+                "All sequences start with the same prompt and then write their own new "
+                "tokens. The full blocks of the prompt are shared; its last, partly "
+                "filled block (if any) is copied into each sequence when it first "
+                "writes. How many blocks are in use?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         shared,
-        "blocks",
-        "⌊P/B⌋ shared blocks once, then for each sequence ⌈(P + new)/B⌉ − ⌊P/B⌋",
+        BLOCKS,
+        N_("⌊P/B⌋ shared blocks once, then for each sequence ⌈(P + new)/B⌉ − ⌊P/B⌋"),
     )
 
 
-@question("09b_serving", "Speculative decoding's speed-up")
+@question("09b_serving", N_("Speculative decoding's speed-up"))
 def _speculative_speedup(rng: random.Random) -> Problem:
     from llmmath.speculative import speedup
 
@@ -946,14 +1175,22 @@ def _speculative_speedup(rng: random.Random) -> Problem:
         "cost_ratio": rng.choice([0.02, 0.05, 0.1, 0.2, 0.3]),
     }
     return Problem(
-        f"A draft model proposes gamma tokens per target pass; each is accepted with "
-        f"probability alpha, independently, and a draft pass costs cost_ratio target "
-        f"passes:\n{_listing(n)}\n"
-        "By what factor is speculative decoding faster than plain decoding (expected "
-        "tokens per target pass over the cost of one iteration)?",
+        Message(
+            N_(
+                "A draft model proposes gamma tokens per target pass; each is accepted "
+                "with probability alpha, independently, and a draft pass costs "
+                "cost_ratio target passes:\n{numbers}\n"
+                "By what factor is speculative decoding faster than plain decoding "
+                "(expected tokens per target pass over the cost of one iteration)?"
+            ),
+            numbers=_listing(n),
+        ),
         n,
         speedup(n["alpha"], n["gamma"], n["cost_ratio"]),
-        "times",
-        "(1 − α^(γ+1)) / (1 − α) tokens per pass, at a cost of γ·c + 1 target passes",
+        TIMES,
+        N_(
+            "(1 − α^(γ+1)) / (1 − α) tokens per pass, at a cost of γ·c + 1 target "
+            "passes"
+        ),
         tolerance=1e-6,
     )

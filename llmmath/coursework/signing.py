@@ -1,7 +1,8 @@
 """The teacher's key: each handed-out sheet's identity is signed with an HMAC.
 
 `hand_out` writes into a sheet's metadata (``"llmmath_coursework"``) its chapter,
-student, number of questions and bank version, and ``"signature"``: HMAC-SHA256 of those
+student, number of questions, bank version and language (when not English), and
+``"signature"``: HMAC-SHA256 of those
 fields under a key that only the teacher has. The grader recomputes it, so a student who
 edits the ID, the chapter or the question count, or removes the metadata, hands in a
 sheet that fails as tampered.
@@ -22,6 +23,11 @@ import secrets
 from pathlib import Path
 
 SIGNED_FIELDS = ("chapter", "student", "questions", "bank_version")
+#: Fields signed when a sheet has them: ``"lang"``, a sheet's language other than
+#: English (`llmmath.coursework.handout`). An English sheet has none, so its signature
+#: is what it was before sheets had languages; adding, removing or changing it breaks
+#: the signature.
+OPTIONAL_SIGNED_FIELDS = ("lang",)
 
 
 class KeyFileError(ValueError):
@@ -63,10 +69,11 @@ def load_key(path: str | os.PathLike | None = None, *, create: bool = False) -> 
 
 
 def signature(fields: dict, key: bytes) -> str:
-    """HMAC-SHA256 (hex) of the `SIGNED_FIELDS` of ``fields`` under ``key``."""
-    message = json.dumps(
-        {k: fields.get(k) for k in SIGNED_FIELDS}, sort_keys=True, ensure_ascii=True
-    )
+    """HMAC-SHA256 (hex) of the `SIGNED_FIELDS` of ``fields``, and of those of
+    `OPTIONAL_SIGNED_FIELDS` it has, under ``key``."""
+    signed = {k: fields.get(k) for k in SIGNED_FIELDS}
+    signed |= {k: fields[k] for k in OPTIONAL_SIGNED_FIELDS if k in fields}
+    message = json.dumps(signed, sort_keys=True, ensure_ascii=True)
     return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()
 
 
