@@ -718,7 +718,7 @@ def stack(items: Mapping[str, int], limit: int, gpu: str | None = None) -> dict:
 
 #: The training options of the memory explorer and the calculator: the state's name
 #: and the option of ``python -m llmmath train-memory`` whose choices and default it
-#: takes (`llmmath.training_cli.CHOICES`).
+#: takes (`llmmath.reports.CHOICES`).
 TRAINING_OPTIONS = (
     ("optimizer", "--optimizer"),
     ("precision", "--precision"),
@@ -749,7 +749,7 @@ TRAINING_DEFAULTS = {"lora_rank": 16}
 
 def training_defaults() -> dict:
     """The training options' defaults, as ``train-memory`` has them."""
-    from llmmath.training_cli import CHOICES
+    from llmmath.reports import CHOICES
 
     out = {name: CHOICES[flag][1] for name, flag in TRAINING_OPTIONS}
     return {**out, **TRAINING_DEFAULTS}
@@ -758,7 +758,7 @@ def training_defaults() -> dict:
 def _training_controls(state: Mapping, disabled: bool = False) -> list:
     """The selects of `TRAINING_OPTIONS` and LoRA's rank; the rank and the adapters'
     dtype only for LoRA and QLoRA."""
-    from llmmath.training_cli import CHOICES
+    from llmmath.reports import CHOICES
 
     lora = state.get("method") in ("lora", "qlora")
     labels = {
@@ -795,13 +795,13 @@ def training_report(
     --json`` prints for the training options of ``state`` (`TRAINING_OPTIONS`, LoRA's
     rank and adapters' dtype only with LoRA or QLoRA): the one function behind the
     command, the memory explorer and the calculator
-    (`llmmath.training_cli.train_memory_report`).
+    (`llmmath.reports.train_memory_report`).
 
     Raises:
         ConfigError: an option that is not one of its choices, a rank out of range,
         or what `train_memory_report` refuses.
     """
-    from llmmath.training_cli import CHOICES
+    from llmmath.reports import CHOICES
 
     got = {
         name: _choice(state, name, CHOICES[flag][0], CHOICES[flag][1])
@@ -827,7 +827,7 @@ def _train_memory(
 ) -> dict:
     """`train_memory_report`, kept for the last answers: a change of a control that
     is not a training option (the calculator's formats) does not count them again."""
-    from llmmath.training_cli import train_memory_report
+    from llmmath.reports import train_memory_report
 
     return train_memory_report(
         title, cfg, batch=batch, seq_len=seq_len, gpu=gpu, **dict(options)

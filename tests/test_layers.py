@@ -123,7 +123,7 @@ def test_the_import_reader_sees_both_kinds_of_import():
     top, inner = GRAPH["llmmath.cli"]
     assert "llmmath.reports" in top  # module level
     assert "llmmath.flops_by_module" in inner  # inside _flops
-    assert "llmmath.serving_cli" in inner  # named for importlib in _BUILDERS
+    assert "llmmath.cli.serving" in inner  # named for importlib in _BUILDERS
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
@@ -148,7 +148,7 @@ def test_no_import_circle_even_for_a_type_checker():
 
 
 @pytest.mark.parametrize(
-    "name", ["llmmath.reports", "llmmath.explorers", "llmmath.serving_cli"]
+    "name", ["llmmath.reports", "llmmath.explorers", "llmmath.cli.serving"]
 )
 def test_below_the_cli_nothing_imports_it(name):
     top, inner = GRAPH[name]
@@ -196,9 +196,9 @@ def loaded_by(*args: str) -> tuple[str, set[str]]:
 HEAVY = {"torch", "numpy", "sympy", "matplotlib", "huggingface_hub", "ipywidgets"}
 #: The modules of other commands that ``params`` must not load.
 NOT_FOR_PARAMS = {
-    "llmmath.serving_cli",
-    "llmmath.parallel_cli",
-    "llmmath.training_cli",
+    "llmmath.cli.serving",
+    "llmmath.cli.parallel",
+    "llmmath.cli.training",
     "llmmath.parallel",
     "llmmath.training",
     "llmmath.flops",

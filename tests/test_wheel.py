@@ -205,7 +205,7 @@ def test_the_wheel_holds_no_sphinx_extension_or_builder(installed):
     names = wheel_files(wheel)
     with zipfile.ZipFile(wheel) as z:
         sources = {n: z.read(n).decode() for n in names if n.endswith(".py")}
-    assert len(sources) > 40 and "llmmath/cli.py" in sources
+    assert len(sources) > 40 and "llmmath/cli/__init__.py" in sources
     for name, text in sources.items():
         assert not re.search(r"^def setup\(app", text, re.M), name
         found = re.findall(
