@@ -86,7 +86,7 @@ LANGUAGES := zh_CN
 # editions, the error messages (ConfigError, the CLI's one-line errors) and the CLI's
 # reports and help (tests/test_messages.py checks that every such module is here).
 MESSAGE_SOURCES := $(addprefix llmmath/,activations.py batching.py book.py config.py \
-  cost.py counting.py errors.py explorers.py flops.py flops_by_module.py \
+  cost.py counting.py errors.py explorers/__init__.py flops.py flops_by_module.py \
   gpus.py hub.py kvcache.py measure.py memory.py messages.py modules.py paged_cache.py \
   parallel.py presets/__init__.py quantization.py reports.py roofline.py \
   rope.py speculative.py training.py units.py widgets.py \
