@@ -43,6 +43,16 @@ GROUP_LABELS = {
     "lm_head": N_("LM head"),
 }
 
+#: One colour per parameter group, used by the chapters' figures (`llmmath.plots`) and
+#: the explorers.
+GROUP_COLORS = {
+    "embedding": "#4c72b0",
+    "attention": "#dd8452",
+    "ffn": "#55a868",
+    "norm": "#c44e52",
+    "lm_head": "#8172b3",
+}
+
 
 #: Row labels that other modules write (`llmmath.training.training_peak`'s items and
 #: moments, `llmmath.training.training_memory`'s parts at rest,
