@@ -242,7 +242,7 @@ def test_the_wheel_holds_only_modules_and_their_data(installed):
         r"|fonts/(?:wqy-microhei-subset\.ttf|LICENSE-Apache-2\.0\.txt|README\.md))$"
     )
     assert [n for n in wheel_files(wheel) if not allowed.fullmatch(n)] == []
-    assert wheel.stat().st_size < 400_000
+    assert wheel.stat().st_size < 450_000  # README: about 423 kB
 
 
 def test_import_llmmath_loads_no_json_re_or_typing(installed, tmp_path):
