@@ -85,12 +85,17 @@ LANGUAGES := zh_CN
 # The modules whose words are marked _("…") or N_("…") for llmmath.po: the explorers, the
 # editions, the error messages (ConfigError, the CLI's one-line errors) and the CLI's
 # reports and help (tests/test_messages.py checks that every such module is here).
-MESSAGE_SOURCES := $(addprefix llmmath/,activations.py batching.py book.py cli.py config.py \
-  cost.py counting.py errors.py explorers.py flops.py flops_by_module.py \
+MESSAGE_SOURCES := $(addprefix llmmath/,activations.py batching.py book.py config.py \
+  cost.py counting.py errors.py flops.py flops_by_module.py \
   gpus.py hub.py kvcache.py measure.py memory.py messages.py modules.py paged_cache.py \
-  parallel.py parallel_cli.py presets/__init__.py quantization.py reports.py roofline.py \
-  rope.py serving_cli.py speculative.py training.py training_cli.py \
-  units.py widgets.py coursework/__init__.py coursework/questions.py \
+  parallel.py presets/__init__.py quantization.py reports.py roofline.py \
+  rope.py speculative.py training.py units.py widgets.py \
+  cli/__init__.py cli/parallel.py cli/serving.py cli/training.py \
+  explorers/__init__.py explorers/any_model.py explorers/controls.py \
+  explorers/decoding.py explorers/heads.py explorers/kv_cache.py explorers/latent.py \
+  explorers/many_gpus.py explorers/memory_speed.py explorers/parameters.py \
+  explorers/rope.py \
+  coursework/__init__.py coursework/questions.py \
   coursework/handout.py coursework/grading.py coursework/cli.py) \
   $(addprefix book/_ext/llmmath_book/,editions.py translation.py)
 catalogues: $(STAMP)  ## extract the book's messages and update locales/*/LC_MESSAGES/*.po

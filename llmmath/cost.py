@@ -18,7 +18,7 @@ step to a published MFU (`PUBLISHED_MFU`, Llama 3's lowest), and ``parallel`` pr
 the cost as the range between the two.
 
 Standard library only. Used by ``python -m llmmath parallel --price-per-gpu-hour``
-(`llmmath.parallel_cli`); explained with the step time in *Many GPUs*
+(`llmmath.cli.parallel`); explained with the step time in *Many GPUs*
 (``chapters/09c_many_gpus.ipynb``).
 """
 

@@ -17,7 +17,7 @@ except ModuleNotFoundError as error:
     raise needs_extra(error, __name__) from error
 
 from llmmath.counting import GROUPS, ParamCount
-from llmmath.explorers import GROUP_COLORS, GROUP_LABELS  # shared with the explorers
+from llmmath.reports import GROUP_COLORS, GROUP_LABELS  # shared with the explorers
 
 
 def _new_axes(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:

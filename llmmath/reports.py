@@ -2,8 +2,9 @@
 
 One function per question, state in and a JSON-ready dict (or the text table) out:
 `params_report` and `format_table` (``params``), `kv_cache_report` (``kv-cache``),
-`flops_report` (``flops``) and `memory_report` (``memory`` and the calculator), with
-`resolve`, which turns a preset name, a ``config.json`` path or a hub id into a config.
+`flops_report` (``flops``), `memory_report` (``memory`` and the calculator) and
+`train_memory_report` (``train-memory`` and the memory explorer), with `resolve`,
+which turns a preset name, a ``config.json`` path or a hub id into a config.
 
 The layer between the counting modules and their front ends: it imports the data and
 counting modules (`llmmath.config`, `llmmath.presets`, `llmmath.counting`; the others
@@ -26,7 +27,7 @@ from llmmath.messages import gettext as _
 #: Weight formats of ``memory --weights`` (`llmmath.quantization.WEIGHT_FORMATS` and
 #: bf16).
 WEIGHTS = ("bf16", "fp8", "int8", "int4")
-#: The help of two options every command shares (`llmmath.cli`, `llmmath.serving_cli`),
+#: The help of two options every command shares (`llmmath.cli`, `llmmath.cli.serving`),
 #: marked for translation: shown as ``_(JSON_HELP)``.
 REVISION_HELP = N_("hub id only: branch, tag or commit hash (default main)")
 JSON_HELP = N_("print one JSON object")
@@ -40,6 +41,16 @@ GROUP_LABELS = {
     "ffn": N_("FFN"),
     "norm": N_("norms"),
     "lm_head": N_("LM head"),
+}
+
+#: One colour per parameter group, used by the chapters' figures (`llmmath.plots`) and
+#: the explorers.
+GROUP_COLORS = {
+    "embedding": "#4c72b0",
+    "attention": "#dd8452",
+    "ffn": "#55a868",
+    "norm": "#c44e52",
+    "lm_head": "#8172b3",
 }
 
 
@@ -393,3 +404,148 @@ def memory_report(
         "left_out": "activations, the CUDA context and allocator fragmentation",
         **({"gpu_note": note} if note else {}),
     }
+
+
+# --- train-memory: the command's and the memory explorer's report ----------
+
+#: The LoRA targets of ``train-memory --lora-targets`` by default.
+ALL_TARGETS = "q,k,v,o,gate,up,down"
+#: The options of ``train-memory`` (`llmmath.cli.training`) and of the memory
+#: explorer: their choices and defaults, `llmmath.training`'s (a test checks they
+#: agree), spelled here so that building the parser imports no counting code.
+CHOICES = {
+    "--optimizer": (("adamw", "adam8bit", "adafactor", "sgd"), "adamw"),
+    "--optimizer-impl": (("for-loop", "foreach", "fused"), "for-loop"),
+    "--precision": (("bf16", "amp", "mixed", "fp32"), "bf16"),
+    "--checkpointing": (("none", "selective", "full"), "none"),
+    "--attention": (("sdpa", "eager"), "sdpa"),
+    "--method": (("full", "lora", "qlora"), "full"),
+    "--adapter-dtype": (("fp32", "bf16"), "fp32"),
+    "--loss": (("full", "chunked"), "full"),
+}
+#: The largest batch `train_memory_report` looks for with ``gpu``.
+MAX_BATCH = 1 << 20
+
+
+def train_memory_report(
+    name: str,
+    cfg: ModelConfig,
+    optimizer: str = "adamw",
+    precision: str = "bf16",
+    checkpointing: str = "none",
+    attention: str | None = None,
+    method: str = "full",
+    lora_rank: int | None = None,
+    lora_targets: str | None = None,
+    batch: int = 1,
+    seq_len: int = 4096,
+    adapter_dtype: str | None = None,
+    loss: str = "full",
+    optimizer_impl: str = "for-loop",
+    gpu: str | None = None,
+) -> dict:
+    """What ``train-memory --json`` prints: ``"peak_bytes"`` (the peak of
+    ``torch.cuda.max_memory_allocated()`` over one step), ``"peak_moment"`` and
+    ``"peak_items"`` (the bytes held then, by item), ``"items"`` (weights,
+    gradients, optimizer state, activations at rest; exact int bytes) with their
+    ``"total_bytes"``, the optimizer's and the activations' own items, and
+    ``"trainable_params"``. With ``gpu`` (a name `llmmath.gpus.match_gpu` reads):
+    ``"gpu"`` (its catalogue name; ``"gpu_note"`` when the family rule picked it),
+    ``"gpu_bytes"``, ``"fits"`` (peak ≤ the GPU's memory) and
+    ``"max_batch"``, the largest batch whose peak fits (0 if none).
+
+    Raises:
+        ConfigError: an unknown option or GPU, a LoRA option without ``method`` lora
+        or qlora, or a size that is not a positive integer.
+    """
+    from llmmath import training
+    from llmmath.activations import default_attention
+
+    if attention is None:
+        attention = default_attention(cfg)
+    if method == "full" and (
+        lora_rank is not None or lora_targets is not None or adapter_dtype is not None
+    ):
+        raise ConfigError(
+            _(
+                "--lora-rank, --lora-targets and --adapter-dtype apply to --method "
+                "lora/qlora"
+            )
+        )
+    rank = 16 if lora_rank is None else lora_rank
+    targets = ALL_TARGETS if lora_targets is None else lora_targets
+    adapters = "fp32" if adapter_dtype is None else adapter_dtype
+
+    def peak(b: int) -> training.TrainingPeak:
+        return training.training_peak(
+            cfg, optimizer, precision, checkpointing, b, seq_len, method, rank,
+            targets, attention, adapters, loss, optimizer_impl,
+        )  # fmt: skip
+
+    top = peak(batch)
+    items = training.training_memory(
+        cfg, optimizer, precision, checkpointing, batch, seq_len, method, rank,
+        targets, attention, adapters, loss,
+    )  # fmt: skip
+    state = training.optimizer_state_bytes(
+        cfg, optimizer, precision, method, rank, targets, adapters
+    )
+    acts = training.activation_bytes(
+        cfg, seq_len, batch, checkpointing, precision, attention, method, rank,
+        targets, adapters, loss,
+    )  # fmt: skip
+    lora = method != "full"
+    report = {
+        "model": name,
+        "optimizer": optimizer,
+        "optimizer_impl": optimizer_impl,
+        "precision": precision,
+        "checkpointing": checkpointing,
+        "attention": attention,
+        "method": method,
+        "lora_rank": rank if lora else None,
+        "lora_targets": targets if lora else None,
+        "adapter_dtype": adapters if lora else None,
+        "loss": loss,
+        "batch": batch,
+        "seq_len": seq_len,
+        "trainable_params": training.lora_params(cfg, rank, targets)
+        if lora
+        else training.trainable_params(cfg),
+        "peak_bytes": top.peak_bytes,
+        "peak_moment": top.moment,
+        "peak_items": top.items,
+        "items": items,
+        "total_bytes": sum(items.values()),
+        "optimizer_items": state,
+        "activation_items": acts,
+        "left_out": "the CUDA context, cuBLAS workspaces and allocator "
+        "fragmentation (not in torch.cuda.max_memory_allocated)",
+    }
+    if gpu is not None:
+        from llmmath.gpus import match_gpu
+
+        card, note = match_gpu(gpu)
+        capacity = card.memory
+        report.update(
+            gpu=card.name,
+            **({"gpu_note": note} if note else {}),
+            gpu_bytes=capacity,
+            fits=top.peak_bytes <= capacity,
+            max_batch=_largest_batch(lambda b: peak(b).peak_bytes <= capacity),
+        )
+    return report
+
+
+def _largest_batch(fits) -> int:
+    """The largest b ≤ `MAX_BATCH` with ``fits(b)`` (the peak grows with b), else 0."""
+    if not fits(1):
+        return 0
+    low, high = 1, 2
+    while high <= MAX_BATCH and fits(high):
+        low, high = high, 2 * high
+    high = min(high, MAX_BATCH + 1)
+    while high - low > 1:  # fits(low), not fits(high) (or past MAX_BATCH)
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low

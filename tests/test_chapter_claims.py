@@ -217,7 +217,7 @@ def _hf(name: str) -> dict:
 
 def _report(name: str, **kw) -> dict:
     """What ``python -m llmmath train-memory NAME ... --json`` prints."""
-    from llmmath.training_cli import train_memory_report
+    from llmmath.reports import train_memory_report
 
     return train_memory_report(name, presets.load(name), **kw)
 

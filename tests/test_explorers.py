@@ -207,8 +207,8 @@ def test_calculator_memory_is_the_clis_on_every_preset_format_and_gpu(capsys):
     """The page's weights, cache, fit and GPU answers are `memory --json`'s, for every
     preset × weight format × GPU of the catalogue."""
     from llmmath.cli import main
+    from llmmath.cli.serving import WEIGHTS
     from llmmath.gpus import GPUS
-    from llmmath.serving_cli import WEIGHTS
 
     for name in presets.names():
         view = explore("calculator", {"preset": name})

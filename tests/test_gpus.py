@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 
 from llmmath import presets
 from llmmath.cli import main
+from llmmath.cli.serving import GPU_NAMES, memory_report
 from llmmath.config import ConfigError
 from llmmath.gpus import DEFAULT_GPU, GPUS, gpu_named, match_gpu
 from llmmath.memory import GPU_80GB
 from llmmath.parallel import CLUSTERS
 from llmmath.roofline import GPUS as ROOFLINE_GPUS
 from llmmath.roofline import decode_step
-from llmmath.serving_cli import GPU_NAMES, memory_report
 
 
 def test_catalogue_covers_the_common_gpus():

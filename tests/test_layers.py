@@ -1,17 +1,21 @@
 """The package's layers: no import circle, and a command that imports only what it uses.
 
-Layers, bottom to top: data and configuration (`llmmath.errors`, `config`, `presets`,
-`units`, `gpus`) → counting and formulas (`counting`, `kvcache`, `flops`, ...) → the
-shared reports (`llmmath.reports`) → the front ends (`llmmath.cli` and its command
-modules, `explorers`, `widgets`). Every ``import`` of every module is read with `ast`,
-function-level ones and the modules named by string to `importlib` included, and the
-graph is checked for cycles.
+Layers, bottom to top (README, "The package has four layers"): data and configuration
+(`llmmath.errors`, `config`, `ffn`, `presets`, `units`, `gpus`, `hub`, `messages`) →
+counting and formulas (`counting`, `kvcache`, `flops`, ...) → the shared reports
+(`llmmath.reports`, and `plots` and `measure`, which draw and run what they report) →
+the front ends (the command line in `llmmath/cli/`, the explorers in
+`llmmath/explorers/`, `widgets`, the coursework's command). Every ``import`` of every
+module is read with `ast`, function-level ones and the modules named by string to
+`importlib` included; no module imports one of a higher layer, and the graph is
+checked for cycles.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -118,12 +122,99 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 GRAPH = {name: imports(name) for name in MODULES}
 
+#: The layers as the README lists them, by name (1, 3) or by where a module lives (4);
+#: every other module counts and derives (2).
+DATA = {
+    "llmmath.errors",
+    "llmmath.config",
+    "llmmath.ffn",
+    "llmmath.presets",
+    "llmmath.units",
+    "llmmath.gpus",
+    "llmmath.hub",
+    "llmmath.messages",
+}
+REPORTS = {"llmmath.reports", "llmmath.plots", "llmmath.measure"}
+#: The front ends: the command line's subpackage, the explorers' (one module per
+#: chapter served), the widgets, the coursework's command and the ``python -m`` stubs.
+FRONT_END_PACKAGES = ("llmmath.cli", "llmmath.explorers")
+FRONT_END_MODULES = {
+    "llmmath.widgets",
+    "llmmath.coursework.cli",
+    "llmmath.__main__",
+    "llmmath.coursework.__main__",
+}
+
+
+def layer(name: str) -> int:
+    """1 data and configuration, 2 counting and formulas, 3 reports, 4 front ends."""
+    if (
+        name in FRONT_END_MODULES
+        or name.partition(".")[0] != name
+        and any(name == p or name.startswith(p + ".") for p in FRONT_END_PACKAGES)
+    ):
+        return 4
+    return 3 if name in REPORTS else 1 if name in DATA else 2  # llmmath: counts
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_imports_a_higher_layer(name):
+    top, inner = GRAPH[name]
+    higher = {m for m in top | inner if layer(m) > layer(name)}
+    assert not higher, f"{name} (layer {layer(name)}) imports {sorted(higher)}"
+
+
+def test_the_front_ends_live_where_the_readme_says():
+    """The command line is one subpackage (its command modules beside it, no
+    ``*_cli`` module left at the top), and every module its ``_BUILDERS`` name is in
+    it; every explorer is defined in a module of `llmmath.explorers` whose docstring
+    names the chapter it serves, and that chapter's notebook shows that explorer."""
+    from llmmath import cli, explorers, widgets
+
+    commands = {n for n in MODULES if layer(n) == 4 and n.startswith("llmmath.cli")}
+    assert commands == {
+        "llmmath.cli",
+        "llmmath.cli.parallel",
+        "llmmath.cli.serving",
+        "llmmath.cli.training",
+    }
+    assert (PACKAGE / "cli" / "__init__.py").is_file()
+    assert not [n for n in MODULES if n.endswith("_cli") or n == "llmmath.explorers_"]
+    assert {b for _names, b in cli._BUILDERS if isinstance(b, str)} < commands
+    readme = (ROOT / "README.md").read_text("utf-8")
+    shown = {}  # kind -> the notebooks whose code shows its widget
+    for notebook in [
+        *ROOT.glob("chapters/*.ipynb"),
+        ROOT / "book" / "calculator.ipynb",
+    ]:
+        text = notebook.read_text("utf-8")
+        for cls in set(re.findall(r"widgets\.([A-Z]\w+)\b", text)):
+            kind = getattr(widgets, cls)().kind  # each widget at its defaults
+            shown.setdefault(kind, set()).add(notebook.name)
+    for kind, function in explorers.EXPLORERS.items():
+        module = sys.modules[function.__module__]
+        assert module.__name__.startswith("llmmath.explorers."), kind
+        assert module.__name__ != "llmmath.explorers.controls", kind
+        found = re.match(
+            r"(?:Chapter (\d+)(b|c)? \(|The calculator page)", module.__doc__
+        )
+        assert found, (kind, module.__name__)
+        number, letter = found.groups()
+        page = (
+            r"calculator\.ipynb"
+            if number is None
+            else rf"{int(number):02d}{letter or ''}_\w+\.ipynb"
+        )
+        assert [n for n in shown.get(kind, ()) if re.fullmatch(page, n)], (kind, page)
+        path = Path(*module.__name__.split(".")).with_suffix(".py").as_posix()
+        assert f"`{path}`" in readme, path
+
 
 def test_the_import_reader_sees_both_kinds_of_import():
     top, inner = GRAPH["llmmath.cli"]
     assert "llmmath.reports" in top  # module level
     assert "llmmath.flops_by_module" in inner  # inside _flops
-    assert "llmmath.serving_cli" in inner  # named for importlib in _BUILDERS
+    assert "llmmath.cli.serving" in inner  # named for importlib in _BUILDERS
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
@@ -148,7 +239,12 @@ def test_no_import_circle_even_for_a_type_checker():
 
 
 @pytest.mark.parametrize(
-    "name", ["llmmath.reports", "llmmath.explorers", "llmmath.serving_cli"]
+    "name",
+    [
+        "llmmath.reports",
+        *[n for n in MODULES if n.startswith("llmmath.explorers")],
+        "llmmath.cli.serving",
+    ],
 )
 def test_below_the_cli_nothing_imports_it(name):
     top, inner = GRAPH[name]
@@ -196,9 +292,9 @@ def loaded_by(*args: str) -> tuple[str, set[str]]:
 HEAVY = {"torch", "numpy", "sympy", "matplotlib", "huggingface_hub", "ipywidgets"}
 #: The modules of other commands that ``params`` must not load.
 NOT_FOR_PARAMS = {
-    "llmmath.serving_cli",
-    "llmmath.parallel_cli",
-    "llmmath.training_cli",
+    "llmmath.cli.serving",
+    "llmmath.cli.parallel",
+    "llmmath.cli.training",
     "llmmath.parallel",
     "llmmath.training",
     "llmmath.flops",

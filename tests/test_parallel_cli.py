@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from llmmath import count_params, presets
 from llmmath.cli import main
-from llmmath.parallel_cli import money
+from llmmath.cli.parallel import money
 
 
 def run(capsys, *argv):

@@ -106,7 +106,7 @@ def test_wheel_holds_the_core_presets_and_front_end(built):
     static, found = built
     wheel = static / found["files"]["wheel"]["path"]
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"llmmath/explorers.py", "llmmath/static/explorer.js"} <= names
+    assert {"llmmath/explorers/__init__.py", "llmmath/static/explorer.js"} <= names
     assert "llmmath/presets/llama-2-7b.json" in names
     # the copy the browser downloads is the package's wheel: no book machinery in it
     # (tests/test_wheel.py lists what it may hold)

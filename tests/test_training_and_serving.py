@@ -274,9 +274,8 @@ def test_memory_and_roofline_widgets():
     `memory_budget`, a second path, is gone."""
     import llmmath.memory
     from llmmath.kvcache import kv_cache_bytes
-    from llmmath.reports import memory_report
+    from llmmath.reports import memory_report, train_memory_report
     from llmmath.training import training_peak
-    from llmmath.training_cli import train_memory_report
     from llmmath.widgets import MemoryBudget, RooflineExplorer
 
     assert not hasattr(llmmath.memory, "memory_budget")

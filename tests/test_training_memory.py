@@ -287,7 +287,7 @@ def test_cli_train_memory_bad_options(argv, message):
 
 def test_cli_choices_are_the_modules():
     from llmmath import training
-    from llmmath.training_cli import ALL_TARGETS, CHOICES
+    from llmmath.reports import ALL_TARGETS, CHOICES
 
     assert CHOICES["--optimizer"][0] == training.OPTIMIZERS
     assert CHOICES["--precision"][0] == tuple(training.PRECISIONS)

@@ -32,12 +32,12 @@ from hypothesis import strategies as st
 from llmmath import measured, presets
 from llmmath.config import ModelConfig
 from llmmath.counting import count_params
+from llmmath.reports import train_memory_report
 from llmmath.training import (
     _trainable_tensors,
     training_memory,
     training_peak,
 )
-from llmmath.training_cli import train_memory_report
 from tests.test_training_memory import run_cli
 
 CASES = measured.training_cases()

@@ -205,7 +205,7 @@ def test_the_wheel_holds_no_sphinx_extension_or_builder(installed):
     names = wheel_files(wheel)
     with zipfile.ZipFile(wheel) as z:
         sources = {n: z.read(n).decode() for n in names if n.endswith(".py")}
-    assert len(sources) > 40 and "llmmath/cli.py" in sources
+    assert len(sources) > 40 and "llmmath/cli/__init__.py" in sources
     for name, text in sources.items():
         assert not re.search(r"^def setup\(app", text, re.M), name
         found = re.findall(
@@ -242,7 +242,7 @@ def test_the_wheel_holds_only_modules_and_their_data(installed):
         r"|fonts/(?:wqy-microhei-subset\.ttf|LICENSE-Apache-2\.0\.txt|README\.md))$"
     )
     assert [n for n in wheel_files(wheel) if not allowed.fullmatch(n)] == []
-    assert wheel.stat().st_size < 400_000
+    assert wheel.stat().st_size < 450_000  # README: about 423 kB
 
 
 def test_import_llmmath_loads_no_json_re_or_typing(installed, tmp_path):

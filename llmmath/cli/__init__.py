@@ -8,7 +8,7 @@ config.json> --seq-len T [--attention causal|full] [--json]``: forward FLOPs per
 (`llmmath.coursework.cli`): signed sheets per student and chapter, a student's answers,
 the blank editions, and grading in a sandbox. ``python -m llmmath parallel MODEL --gpus
 N [--dp D] [--tp T] [--pp P] [--ep E] [--zero 0-3] ...``: a training layout's memory and
-traffic per GPU (`llmmath.parallel_cli`).
+traffic per GPU (`llmmath.cli.parallel`).
 
 MODEL is a preset name, the path of a Hugging Face ``config.json`` or a hub id
 ``org/name`` read from the local Hugging Face cache (`llmmath.hub`; ``--revision``,
@@ -482,9 +482,9 @@ _BUILDERS = (
     (("params",), _add_params),
     (("kv-cache",), _add_kv_cache),
     (("flops",), _add_flops),
-    (("memory", "speculative", "measure"), "llmmath.serving_cli"),
-    (("parallel",), "llmmath.parallel_cli"),
-    (("train-memory",), "llmmath.training_cli"),
+    (("memory", "speculative", "measure"), "llmmath.cli.serving"),
+    (("parallel",), "llmmath.cli.parallel"),
+    (("train-memory",), "llmmath.cli.training"),
     (("coursework",), _add_coursework),
 )
 #: The command names, in ``--help``'s order.
@@ -510,7 +510,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser of ``python -m llmmath``: every command, or with ``only`` (one of
     `COMMANDS`) that command in full and the others as empty placeholders, so that a
     command imports only what it uses (a group's module, such as
-    `llmmath.serving_cli`, loads only when one of its commands is built)."""
+    `llmmath.cli.serving`, loads only when one of its commands is built)."""
     _Parser, _Once = _argparse_types()
     parser = _Parser(
         prog="python -m llmmath",
