@@ -263,6 +263,8 @@ def _config_inited(app, config) -> None:
         header.insert(0, "language-switch.html")
     options["article_header_end"] = header
     config.html_theme_options = options
+    if config.html_search_scorer:  # Sphinx opens it from the cwd
+        config.html_search_scorer = str(Path(app.srcdir) / config.html_search_scorer)
     if language != "en":
         from llmmath.messages import gettext as _
 

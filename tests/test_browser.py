@@ -680,3 +680,67 @@ def test_chinese_search_finds_pages_offline(query, page, server, browser):
     assert page in titles, (query, titles)
     problems = network_problems(browser.get_log("performance"), server.base)
     assert not problems and not server.failures, problems + server.failures
+
+
+def search(browser, server, query: str, lang: str = "") -> list:
+    """Search the site as a reader does (its search page), and return [title,
+    summary] of each result once every summary is shown."""
+    import time
+    import urllib.parse
+
+    browser.get(f"{server.base}/{lang}search.html?q={urllib.parse.quote(query)}")
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        results = browser.execute_script(
+            "const s = document.querySelector('#search-results .search-summary');"
+            "if (!s || !s.textContent.trim()) return null;"
+            "return [...document.querySelectorAll('#search-results li')].map(li =>"
+            " [li.querySelector('a').textContent,"
+            "  (li.querySelector('p.context') || {}).textContent])"
+        )
+        if results is not None and all(summary for _, summary in results):
+            return results
+        time.sleep(0.1)
+    raise AssertionError(f"{lang}search.html?q={query}: no results: {results}")
+
+
+@pytest.mark.parametrize(
+    "lang, query, title, words, toc",
+    [
+        ("", "KV cache", "The KV cache", ["KV cache"], "Contents"),
+        ("zh/", "KV 缓存", "KV 缓存", ["KV", "缓存"], "目录"),
+    ],
+)
+def test_search_ranks_the_page_titled_with_the_query_first(
+    lang, query, title, words, toc, server, browser
+):
+    """Issue 36: a search for "KV cache" listed the chapter "The KV cache" 9th (every
+    page with a "KV cache" section scored the same, ties alphabetical), summarised as
+    "The KV cache Contents…"; the zh chapter's summary was blank lines. The page whose
+    title is the query comes first, summarised by its prose about the query."""
+    results = search(browser, server, query, lang)
+    assert results[0][0] == title, [t for t, _ in results]
+    summary = results[0][1]
+    assert all(word.lower() in summary.lower() for word in words), summary
+    assert toc not in summary and not summary.startswith(title), summary
+    assert len(summary.split()) > 5 or len(summary) > 60, summary  # prose, not space
+
+
+@pytest.mark.parametrize("lang", ["", "zh/"])
+def test_the_search_page_never_scrolls_sideways_on_a_phone(lang, server, browser):
+    """Issue 36: at 390 px the search page for "KV cache" scrolled 51 px sideways (a
+    summary quoting a long file name)."""
+    browser.set_window_size(390, 1000)
+    try:
+        search(browser, server, "KV cache", lang)
+        wide = browser.execute_script(
+            "const w = document.documentElement.clientWidth;"
+            "return [document.documentElement.scrollWidth - w, w,"
+            " ...[...document.querySelectorAll('#search-results *')]"
+            "  .filter(e => e.getBoundingClientRect().right > w + 1)"
+            "  .map(e => e.textContent.slice(0, 80))]"
+        )
+    finally:
+        browser.set_window_size(1280, 1000)
+    assert wide[1] == 390, wide
+    assert wide[0] <= 0, wide
