@@ -744,3 +744,37 @@ def test_the_search_page_never_scrolls_sideways_on_a_phone(lang, server, browser
         browser.set_window_size(1280, 1000)
     assert wide[1] == 390, wide
     assert wide[0] <= 0, wide
+
+
+#: Each solution's title, beside the title of the exercise it links to.
+SOLUTION_TITLES = """
+return [...document.querySelectorAll('div.solution > .admonition-title')].map(t => {
+  const link = t.querySelector('a[href]');
+  const target = document.getElementById(decodeURIComponent(link.hash.slice(1)));
+  return [t.textContent, link.textContent,
+          target && target.querySelector('.admonition-title').textContent];
+});
+"""
+
+
+@pytest.mark.parametrize("lang", ["", "zh/"])
+def test_a_solution_is_titled_as_its_exercise(lang, site, server, browser):
+    """Issue 36: a zh solution's title named its exercise in English ("解答 练习 65
+    (Top-1 routing)" under "练习 65 (Top-1 路由)"). Every solution's title links to
+    its exercise with that exercise's own title, in the page's language."""
+    pages = [
+        page
+        for page in PAGES
+        if page.startswith("zh/") == (lang == "zh/")
+        and 'class="solution' in (site / page).read_text(encoding="utf-8")
+    ]
+    assert len(pages) > 5, pages
+    seen = 0
+    for page in pages:
+        browser.get(f"{server.base}/{page}")
+        for title, link, exercise in browser.execute_script(SOLUTION_TITLES):
+            assert exercise, f"{page}: {title!r} links to no exercise"
+            same = " ".join(link.split()) == " ".join(exercise.split())
+            assert same, f"{page}: {title!r} for the exercise {exercise!r}"
+            seen += 1
+    assert seen > 20, seen
