@@ -778,3 +778,45 @@ def test_a_solution_is_titled_as_its_exercise(lang, site, server, browser):
             assert same, f"{page}: {title!r} for the exercise {exercise!r}"
             seen += 1
     assert seen > 20, seen
+
+
+@pytest.mark.parametrize(
+    "page", ["book/notation.html", "zh/chapters/02_embeddings.html"]
+)
+def test_a_page_loads_neither_the_search_index_nor_an_icon_script(
+    page, server, browser
+):
+    """Issue 36: every page loaded Sphinx's search index (234 KB, 352 KB in Chinese)
+    and scripts synchronously in its <head>, and fontawesome.js (1.49 MB), which redraws
+    each icon as an SVG. A page loads neither (the search page loads the index, see the
+    search tests); its icons are drawn from the theme's Font Awesome webfont."""
+    import time
+
+    browser.get_log("performance")
+    browser.get(f"{server.base}/{page}")
+    deadline = time.monotonic() + WAIT_S
+    icons = None
+    while time.monotonic() < deadline:
+        icons = browser.execute_script(
+            "if (document.readyState !== 'complete') return null;"
+            "return [...document.querySelectorAll('.bd-header i.fa-solid, "
+            ".bd-header-article i.fa-solid, .bd-header-article i.fab')].map(i => ["
+            " i.className, getComputedStyle(i, '::before').content,"
+            " i.getBoundingClientRect().width,"
+            " document.fonts.check('900 16px \"Font Awesome 6 Free\"')])"
+        )
+        if icons and all(drawn for *_, drawn in icons):
+            break
+        time.sleep(0.1)
+    requested = [
+        json.loads(entry["message"])["message"]["params"]["request"]["url"]
+        for entry in browser.get_log("performance")
+        if '"Network.requestWillBeSent"' in entry["message"]
+    ]
+    loaded = [url.rsplit("/", 1)[-1].split("?")[0] for url in requested]
+    for name in ("searchindex.js", "searchtools.js", "fontawesome.js"):
+        assert name not in loaded, f"{page} loads {name}: {loaded}"
+    assert icons and all(font for *_, font in icons), f"{page}: no webfont: {icons}"
+    for name, content, width, font in icons:
+        assert content not in ("none", "normal", ""), icons
+    assert len([width for *_, width, _ in icons if width > 0]) >= 3, icons  # shown
