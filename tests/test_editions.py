@@ -363,3 +363,46 @@ def test_site_only_prose_is_left_out():
     nb["cells"][0]["metadata"]["tags"] = ["site-only"]
     out = edition(nb, "book/x", _resolved(**{"pasted-text": ["1", "2"]}), SITE_URL)
     assert ["".join(c["source"]) for c in out["cells"]] == ["Everywhere: 2."]
+
+
+def test_chinese_explorer_snapshots_are_chinese():
+    """Issue 36: the zh editions' explorer snapshots (seen before the cell runs) were
+    the English ones. Each is drawn in Chinese from the view it snapshots: the same
+    numbers as the English edition's, Chinese words and the Chinese note."""
+    from collections import Counter
+
+    from llmmath.explorers import SNAPSHOT_NOTE
+    from llmmath.messages import gettext
+
+    notes = {lang: gettext(SNAPSHOT_NOTE, lang).replace("*", "") for lang in LANGUAGES}
+    assert notes["en"] != notes["zh_CN"]
+    found = 0
+    for zh_path in sorted(LANGUAGES["zh_CN"][1].rglob("*.ipynb")):
+        en_path = COMMITTED / zh_path.relative_to(LANGUAGES["zh_CN"][1])
+        snapshots = {}
+        for lang, path in (("en", en_path), ("zh_CN", zh_path)):
+            outputs = [
+                output.get("data", {})
+                for cell in json.loads(path.read_text("utf-8"))["cells"]
+                for output in cell.get("outputs", [])
+            ]
+            snapshots[lang] = [
+                data
+                for data in outputs
+                if any(
+                    note in "".join(data.get("text/plain", ""))
+                    for note in notes.values()
+                )
+            ]
+        assert len(snapshots["en"]) == len(snapshots["zh_CN"]), zh_path
+        for en, zh in zip(snapshots["en"], snapshots["zh_CN"]):
+            en_text, zh_text = "".join(en["text/plain"]), "".join(zh["text/plain"])
+            assert notes["zh_CN"] in zh_text and notes["en"] not in zh_text, zh_path
+            numbers = [
+                Counter(re.findall(r"\d[\d,.]*\d|\d", text))
+                for text in (en_text, zh_text)
+            ]
+            assert numbers[0] == numbers[1], zh_path  # in the words' order
+            assert re.search(r"[\u4e00-\u9fff]", "".join(zh["text/html"])), zh_path
+            found += 1
+    assert found >= 10, found

@@ -327,11 +327,15 @@ def _widget_views(notebook: dict) -> dict[str, dict]:
     }
 
 
-def _clean_outputs(outputs: list[dict], views: dict[str, dict]) -> list[dict]:
+def _clean_outputs(
+    outputs: list[dict], views: dict[str, dict], lang: str = "en"
+) -> list[dict]:
     """Outputs as a reader without a kernel should see them: glue records dropped,
     widgets shown by their static snapshot (from the output, or else drawn from the
-    notebook's saved widget state)."""
-    from llmmath.explorers import view_html, view_snapshot_text
+    notebook's saved widget state; in a translated edition, drawn again from that
+    state in its language)."""
+    from llmmath.explorers import explore, view_html, view_snapshot_text
+    from llmmath.messages import speaking
 
     kept = []
     for output in outputs:
@@ -341,8 +345,16 @@ def _clean_outputs(outputs: list[dict], views: dict[str, dict]) -> list[dict]:
             if any(mime.startswith(GLUE_MIME) for mime in data):
                 continue
             if WIDGET_MIME in data:
+                view = views.get(data[WIDGET_MIME].get("model_id"))
+                if lang != "en" and view is not None:
+                    with speaking(lang):
+                        view = explore(view["kind"], view["state"])
+                        for mime, text in (
+                            ("text/html", view_html(view)),
+                            ("text/plain", view_snapshot_text(view)),
+                        ):  # as Jupyter stores them: a list of lines
+                            data[mime] = text.splitlines(keepends=True)
                 if "text/html" not in data:
-                    view = views.get(data[WIDGET_MIME].get("model_id"))
                     if view is None:
                         raise EditionError(
                             "a widget's stored output has neither a snapshot nor a "
@@ -468,7 +480,7 @@ def edition(
             "execution_count": cell.get("execution_count"),
             "id": cell_id,
             "metadata": metadata,
-            "outputs": _clean_outputs(cell.get("outputs", []), views),
+            "outputs": _clean_outputs(cell.get("outputs", []), views, lang),
             "source": source,
         }
         tags = metadata.get("tags", [])

@@ -209,6 +209,21 @@ def _exercise_title_messages(app, doctree) -> None:
             app.builder.catalogs[domain].add(node.rawsource, origin)
 
 
+def _translated_exercises(app, doctree) -> None:
+    """sphinx-exercise's registry keeps each exercise's node as it was parsed, before
+    the catalogue translated it, and a solution's title copies its exercise's from
+    there ("解答 练习 65 (Top-1 routing)"): give the registry a copy of the page's
+    translated node (a copy: sphinx-exercise rebuilds the page's titles in place)."""
+    from docutils import nodes
+
+    registry = getattr(app.env, "sphinx_exercise_registry", {})
+    for node in doctree.findall(nodes.Element):
+        entry = registry.get(node.get("label")) if "label" in node else None
+        if entry and entry["docname"] == app.env.docname:
+            if type(entry["node"]) is type(node):
+                entry["node"] = node.deepcopy()
+
+
 class _Terms(set):
     """A set that takes ``extend`` as a list does."""
 
@@ -273,6 +288,8 @@ def _config_inited(app, config) -> None:
         header.insert(0, "language-switch.html")
     options["article_header_end"] = header
     config.html_theme_options = options
+    if config.html_search_scorer:  # Sphinx opens it from the cwd
+        config.html_search_scorer = str(Path(app.srcdir) / config.html_search_scorer)
     if language != "en":
         from llmmath.messages import gettext as _
 
@@ -396,6 +413,7 @@ def setup(app) -> dict:
     app.connect("doctree-read", _exercise_title_messages)
     app.connect("doctree-read", _output_messages_for_gettext)
     app.connect("source-read", _translate_source_outputs)
+    app.connect("doctree-read", _translated_exercises)
     app.connect("doctree-read", _translate_part_captions, priority=900)
     app.connect("html-page-context", _page_context)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
