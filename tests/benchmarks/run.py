@@ -3,6 +3,8 @@
     make benchmark        # or: .venv/bin/python tests/benchmarks/run.py
 
     make benchmark BENCHMARK_ARGS=startup   # the start-up figures alone
+    make benchmark BENCHMARK_ARGS=site      # issue 36's site figures alone (make book
+                                            # first: it serves _build/html)
 
 Prints, against the targets of the foundation issue and of issue 25:
 - start-up against bare Python (`startup_report`), as a user who installed the package
@@ -28,6 +30,13 @@ Prints, against the targets of the foundation issue and of issue 25:
   30 with 8 hostile sheets (issue 35: two freezers, the tracer, the forger, forged
   report lines, the XML breaker, a folder of 1,000 files, an invisible character in a
   name; target under 2 minutes and within 2x of the class alone);
+- issue 36's goals for the site (`site_report`), on ``_build/html`` served by a
+  throttled server (tests/benchmarks/throttle.py: Chromium's own throttling leaves the
+  Pyodide worker's downloads alone), unthrottled and on Slow 4G, in a fresh headless
+  Chromium: the first live number after the first change, cold (goal < 2.5 s) and on
+  the next page of the same visit (goal < 1 s), the longest main-thread task while a
+  page loads (Long Tasks API; goal < 200 ms) and the bytes a text page transfers
+  (goal < 1.5 MB). It reports; a goal missed does not fail it;
 - the distributed tests (``tests/test_distributed.py``: two gloo processes and the fake
   process group) as one pytest process (target < 60 s).
 """
@@ -472,14 +481,6 @@ def main() -> None:
     print(f"{'site: bytes the browser runtime adds':<52} {added:>11,} B")
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["startup"]:
-    print(f"python {sys.version.split()[0]}, {STARTUP_PAIRS} pairs of runs\n")
-    startup_report()
-    sys.exit(0)
-if __name__ == "__main__":
-    main()
-
-
 # --- issue 23: the browser runtime under load, and the size of a shared link ----------
 
 
@@ -568,5 +569,196 @@ def runtime_report() -> None:
     print(f"{'site: shared link, pasted Llama-3-8B config':<52} {link:>11,} characters")
 
 
-if __name__ == "__main__":  # after main(): the figures of issue 23
-    runtime_report()
+# --- issue 36: the site on a throttled link, first results, long tasks, page weights --
+
+#: The goals of issue 36 ("Fast start, and Python once per visit"; "Light pages").
+COLD_GOAL_S = 2.5  # first live number, empty cache, quiet machine
+NEXT_PAGE_GOAL_S = 1.0  # the same on the next page of the same visit
+LONG_TASK_GOAL_S = 0.2  # no main-thread task longer while a page loads
+TEXT_PAGE_GOAL_B = 1_500_000  # a text page, transferred
+
+#: A chapter with an explorer, the next page of the visit (another explorer) and a
+#: text page: (path, the control changed).
+FIRST_PAGE = ("chapters/09_memory.html", "batch")
+NEXT_PAGE = ("chapters/07_kv_cache.html", "batch")
+TEXT_PAGE = "book/notation.html"
+
+#: Run in every document before its own scripts (CDP): every long task of the page,
+#: from its start (``buffered: true`` adds any the observer was too late for).
+LONG_TASKS = """
+window.__longTasks = [];
+try {
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      window.__longTasks.push([e.startTime, e.duration]);
+    }
+  }).observe({type: "longtask", buffered: true});
+} catch (e) { window.__longTasks = null; }
+"""
+
+
+class PageLoad(NamedTuple):
+    """One page opened: seconds from navigation until the page settled (no byte sent
+    and no new long task for a second), its longest main-thread task in seconds, and
+    the body bytes the server sent for it (gzipped where a host would gzip)."""
+
+    settled: float
+    longest_task: float
+    sent: int
+
+
+def open_settled(driver, httpd, path: str, limit: float = 180) -> PageLoad:
+    """Open ``path`` of ``httpd`` and wait until it has settled (see `PageLoad`)."""
+    httpd.take_sent()
+    start = time.perf_counter()
+    driver.get(f"{httpd.base}/{path}")
+    sent, seen, quiet_since = 0, (-1, -1), time.perf_counter()
+    while time.perf_counter() - start < limit:
+        sent += sum(httpd.take_sent().values())
+        tasks = driver.execute_script("return (window.__longTasks || []).length")
+        ready = driver.execute_script("return document.readyState") == "complete"
+        if (sent, tasks) != seen or not ready:
+            seen, quiet_since = (sent, tasks), time.perf_counter()
+        elif time.perf_counter() - quiet_since >= 1.0:
+            break
+        time.sleep(0.1)
+    settled = quiet_since - start
+    tasks = driver.execute_script("return window.__longTasks")
+    if tasks is None:
+        raise RuntimeError("this Chromium has no Long Tasks API")
+    longest = max((duration for _, duration in tasks), default=0.0) / 1000
+    return PageLoad(settled, longest, sent)
+
+
+def first_live(driver, control: str, limit: float = 300) -> float:
+    """Seconds from a change of ``control`` of the page's first explorer to the first
+    result computed in the page."""
+    from tests.test_browser import READ, SET
+
+    while not driver.execute_script(
+        "return document.querySelectorAll('.llmmath-explorer').length"
+    ):
+        time.sleep(0.01)
+    before = driver.execute_script(READ, 0)
+    value = before["state"][control] + 1
+    start = time.perf_counter()
+    driver.execute_script(SET, 0, control, value)
+    while time.perf_counter() - start < limit:
+        now = driver.execute_script(READ, 0)
+        if now["draws"] > before["draws"] and now["live"]:
+            return time.perf_counter() - start
+        if "Could not run Python" in now["status"]:
+            raise RuntimeError(now["status"])
+        time.sleep(0.005)
+    raise RuntimeError(f"no live result {limit:.0f} s after the change")
+
+
+def throttled_visit(html: Path, profile, tmp: Path) -> dict:
+    """One visit in a fresh headless Chromium (empty cache) through a server throttled
+    to ``profile``: the first page's load and its first live number, then the next
+    page's (same browser, HTTP cache warm), then a text page on another origin (so
+    its cache is empty)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.benchmarks.throttle import throttled_server
+    from tests.test_browser import chromium
+
+    httpd = throttled_server(html, rate=profile.rate, latency=profile.latency)
+    text_httpd = throttled_server(html, rate=profile.rate, latency=profile.latency)
+    driver = chromium(tmp / f"profile-{profile.rate}")
+    try:
+        driver.execute_cdp_cmd(
+            "Page.addScriptToEvaluateOnNewDocument", {"source": LONG_TASKS}
+        )
+        found = {"first": open_settled(driver, httpd, FIRST_PAGE[0])}
+        found["cold"] = first_live(driver, FIRST_PAGE[1])
+        found["runtime"] = sum(httpd.take_sent().values())
+        found["next_page"] = open_settled(driver, httpd, NEXT_PAGE[0])
+        found["next"] = first_live(driver, NEXT_PAGE[1])
+        found["text"] = open_settled(driver, text_httpd, TEXT_PAGE)
+    finally:
+        driver.quit()
+        for server in (httpd, text_httpd):
+            server.shutdown()
+            server.server_close()
+    return found
+
+
+def _goal(label: str, value: str, goal: str, met: bool) -> None:
+    print(f"{label:<52} {value:>12}   goal {goal:<10} {'met' if met else 'NOT MET'}")
+
+
+def site_report(html: Path | None = None) -> None:
+    """The figures of issue 36 on the built site (``_build/html``, from ``make
+    book``), served by the throttled server of tests/benchmarks/throttle.py
+    (Chromium's own throttling leaves the Pyodide worker's downloads alone), once
+    unthrottled and once on Slow 4G. Reports; a goal missed does not fail."""
+    import os
+    import tempfile
+
+    sys.path.insert(0, str(ROOT))
+    from tests.benchmarks.throttle import SLOW_4G, UNTHROTTLED
+
+    html = html or ROOT / "_build" / "html"
+    if not (html / FIRST_PAGE[0]).is_file():
+        sys.exit(f"site: {html} has no {FIRST_PAGE[0]}: run `make book` first")
+    load = os.getloadavg()[0]
+    print(
+        f"\nsite: {html} through a throttled server, headless Chromium, empty "
+        f"cache; load average {load:.1f} on {os.cpu_count()} CPUs"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for profile in (UNTHROTTLED, SLOW_4G):
+            found = throttled_visit(html, profile, Path(tmp))
+            print(f"-- {profile.name}")
+            first, nxt, text = found["first"], found["next_page"], found["text"]
+            print(f"{'  first page ' + FIRST_PAGE[0]:<52} settled in "
+                  f"{first.settled:.2f} s, {first.sent:,} B")  # fmt: skip
+            _goal("  first live number, cold (from the change)",
+                  f"{found['cold']:.2f} s", f"< {COLD_GOAL_S} s",
+                  found["cold"] < COLD_GOAL_S)  # fmt: skip
+            print(f"{'    bytes fetched for it (Pyodide, wheel, data)':<52} "
+                  f"{found['runtime']:>12,} B")  # fmt: skip
+            print(f"{'  next page ' + NEXT_PAGE[0]:<52} settled in "
+                  f"{nxt.settled:.2f} s, {nxt.sent:,} B")  # fmt: skip
+            _goal("  first live number, next page of the visit",
+                  f"{found['next']:.2f} s", f"< {NEXT_PAGE_GOAL_S} s",
+                  found["next"] < NEXT_PAGE_GOAL_S)  # fmt: skip
+            for label, page in (("chapter, cold", first), ("chapter, next page", nxt),
+                                ("text page, cold", text)):  # fmt: skip
+                _goal(f"  longest task while loading: {label}",
+                      f"{page.longest_task * 1000:.0f} ms",
+                      f"< {LONG_TASK_GOAL_S * 1000:.0f} ms",
+                      page.longest_task < LONG_TASK_GOAL_S)  # fmt: skip
+            goal = f"< {TEXT_PAGE_GOAL_B / 1e6} MB"
+            _goal(f"  transferred: text page {TEXT_PAGE}", f"{text.sent:,} B",
+                  goal, text.sent < TEXT_PAGE_GOAL_B)  # fmt: skip
+            print(f"{'  transferred: chapter ' + FIRST_PAGE[0]:<52} "
+                  f"{first.sent:>12,} B   (before its first change)")  # fmt: skip
+
+
+def startup_part() -> None:
+    print(f"python {sys.version.split()[0]}, {STARTUP_PAIRS} pairs of runs\n")
+    startup_report()
+
+
+#: The parts ``BENCHMARK_ARGS`` (this script's arguments) may name; none: all.
+PARTS = {"startup": startup_part, "site": site_report}
+
+
+if __name__ == "__main__":
+    unknown = [name for name in sys.argv[1:] if name not in PARTS]
+    if unknown:
+        sys.exit(f"BENCHMARK_ARGS: no part named {', '.join(unknown)}; "
+                 f"name any of {', '.join(PARTS)}, or none for everything")  # fmt: skip
+    for name in sys.argv[1:]:
+        PARTS[name]()
+    if not sys.argv[1:]:
+        main()
+        runtime_report()  # the figures of issue 23
+        if (ROOT / "_build" / "html" / FIRST_PAGE[0]).is_file():  # from make book
+            site_report()
+        else:
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                site_report(build_site(Path(tmp)))
