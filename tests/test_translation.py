@@ -24,6 +24,7 @@ import yaml
 from babel.messages.pofile import read_po
 from bs4 import BeautifulSoup
 
+from llmmath import localize
 from llmmath_book import translation
 from llmmath_book.translation import check_catalogue, check_message, translate_notebook
 
@@ -649,7 +650,7 @@ def test_printed_outputs_are_chinese(page):
         line
         for text in _printed_texts(out)
         for line in text.split("\n")
-        if ENGLISH_WORDS.search(translation.OUTPUT_CODE.sub(" ", line))
+        if ENGLISH_WORDS.search(localize.OUTPUT_CODE.sub(" ", line))
     ]
     assert not english, f"{page}: English left in the zh outputs: {english[:5]}"
 
@@ -679,14 +680,14 @@ def test_printed_outputs_keep_the_numbers(source):
 
 def test_output_messages_are_lines_and_cells_with_numbers_as_fields():
     line = "32 blocks: 6,476,267,520 (96.11% of all)"
-    assert translation.output_message(line) == "{0} blocks: {1} ({2}% of all)"
-    zh = translation.fill_output("{0} 个块：{1}（占全部的 {2}%）", line)
+    assert localize.output_message(line) == "{0} blocks: {1} ({2}% of all)"
+    zh = localize.fill_output("{0} 个块：{1}（占全部的 {2}%）", line)
     assert zh == "32 个块：6,476,267,520（占全部的 96.11%）"
     # words and numbers in names stay in the message, a date keeps its year
-    assert translation.output_message("Llama-3-8B in Q4_K_M, 2 bits") == (
+    assert localize.output_message("Llama-3-8B in Q4_K_M, 2 bits") == (
         "Llama-3-8B in Q4_K_M, {0} bits"
     )
-    assert translation.output_message("July 2024") == "July 2024"
+    assert localize.output_message("July 2024") == "July 2024"
     # code, names and numbers alone are not messages
     for code in (
         "(q_proj): Linear(in_features=64, out_features=64, bias=False)",
@@ -695,7 +696,7 @@ def test_output_messages_are_lines_and_cells_with_numbers_as_fields():
         '"total": 7,241,732,096,',
         "embed_tokens.weight",
     ):
-        assert translation.output_message(code) is None, code
+        assert localize.output_message(code) is None, code
 
 
 def test_a_changed_output_is_a_new_message():

@@ -40,14 +40,7 @@ from collections import Counter
 from pathlib import Path
 
 # the rules that make a printed line a message live with the package (figures use them)
-from llmmath.localize import (  # noqa: F401 (the names this module's readers import)
-    OUTPUT_CODE,
-    OUTPUT_FIELD,
-    OUTPUT_NUMBER,
-    OUTPUT_WORD,
-    fill_output,
-    output_message,
-)
+from llmmath.localize import MONTHS, fill_output, output_message
 
 #: The languages of the book → the folder of the site each edition is served from
 #: ("" is the site's root).
@@ -439,16 +432,9 @@ INVARIANT = re.compile(
     r"|(?P<url>https?://[^\s)>\]]+)"
     r"|(?P<month>(?<=\d )(?:MONTHS)\b|\b(?:MONTHS)(?= \d{4}\b))"
     r"|(?P<number>(?<![A-Za-z0-9_.])\d+(?:[.,]\d+)*)".replace(
-        "MONTHS",
-        "January|February|March|April|May|June|July|August|September|October"
-        "|November|December",
+        "MONTHS", "|".join(MONTHS)
     )
 )
-#: The English months, January first (an invariant month is its number).
-MONTHS = (
-    "January February March April May June July August September October November "
-    "December"
-).split()
 #: Roles whose body may be "title <target>": only the target must stay.
 TITLED_ROLES = {"doc", "ref", "numref", "term", "download"}
 
