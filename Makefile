@@ -12,7 +12,7 @@ REQUIREMENTS := requirements.txt requirements/reader.txt requirements/book.txt r
 # Any 3.11.x will do: requirements/ pins only packages that install on 3.11.0
 # (tests/test_environment.py checks every pin's Requires-Python against this).
 NEEDS_PYTHON := 3.11
-PYTHON_TARGETS := book test setup lab fuzz benchmark
+PYTHON_TARGETS := book test setup lab fuzz benchmark snapshot
 ifneq ($(filter $(PYTHON_TARGETS),$(or $(MAKECMDGOALS),book)),)
 CHECKED_PYTHON := $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
 PYTHON_FOUND := $(shell $(CHECKED_PYTHON) -c 'import sys, venv, ensurepip;   print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null)
@@ -25,7 +25,7 @@ endif
 CHROMIUM := /usr/bin/chromium
 CHROMEDRIVER := /usr/bin/chromedriver
 
-.PHONY: book catalogues test fuzz browser sandbox serve benchmark lab setup vendor clean
+.PHONY: book catalogues test fuzz browser sandbox serve benchmark lab setup vendor snapshot clean
 
 # Every edition of the site (book/_ext/llmmath_book/translation.py): English in
 # _build/html/, each translation from its catalogues in _build/html/<folder>/ (zh/). The
@@ -132,7 +132,14 @@ vendor:
 	cp node_modules/mathjax/es5/tex-chtml.js node_modules/mathjax/LICENSE _vendor/mathjax/
 	cp node_modules/mathjax/es5/output/chtml/fonts/woff-v2/*.woff _vendor/mathjax/output/chtml/fonts/woff-v2/
 	cp node_modules/@jupyter-widgets/html-manager/dist/embed-amd.js node_modules/@jupyter-widgets/html-manager/dist/*.woff2 node_modules/@jupyter-widgets/html-manager/dist/embed.js.LICENSE.txt _vendor/html-manager/
+	$(MAKE) snapshot
 	git status --short _vendor/
+
+# The site's snapshot of Pyodide started (book/_ext/llmmath_book/snapshot.py), made in
+# headless Chromium from the vendored Pyodide and committed in _vendor/pyodide-snapshot/:
+# `make vendor` makes it again; the book's build refuses one made from other Pyodide files.
+snapshot: $(STAMP) browser
+	$(BIN)/python -m llmmath_book.snapshot
 
 serve: ## serve the built book on http://localhost:8000
 	$(BIN)/python -m http.server --directory _build/html 8000

@@ -521,6 +521,7 @@ function render({ model, el }) {
   }
   if (runtime) {
     status.textContent = runtime.idleText;
+    runtime.warm(root); // Python started when the explorer is near, if already cached
     applyLink();
     addEventListener("hashchange", applyLink); // a new link in the same tab
   }

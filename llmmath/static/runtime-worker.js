@@ -4,13 +4,18 @@
 //
 // llmmath_book.runtime copies this file into _static/runtime/ next to llmmath-runtime.js, which
 // starts it as a module worker (Pyodide refuses classic workers) on the first change of a
-// control, never on page load. Messages (all plain objects):
+// control, never on page load. It restores Python from the site's snapshot when that
+// comes quickly enough (fetchSnapshot), and starts it from scratch otherwise. Messages (all plain objects):
 //   page → worker  {type: "start", manifest, staticDir, lang}  once, first; lang: the
 //                                                           page's <html lang>
 //                  {type: "call", id, kind, state}          state: the explorer's JSON text
 //   worker → page  {type: "bytes", received, total}        download progress, by bytes
 //                  {type: "phase", phase}                   "starting" (Python), "importing"
-//                  {type: "ready", coldStartMs}
+//                  {type: "ready", coldStartMs, timings}  timings: ms since the start
+//                                     when the files were checked (fetched), the snapshot
+//                                     was (snapshot, null if not used), Python was started
+//                                     or restored (started) and llmmath imported
+//                                     (imported); path: "snapshot" or "start"
 //                  {type: "failed", message}                final: nothing follows it
 //                  {type: "result", id, view} | {type: "result", id, error}
 "use strict";
@@ -56,41 +61,118 @@ async function fetchChecked(file, staticDir, signal, onBytes) {
   return bytes;
 }
 
+// The snapshot (manifest.snapshot; book/_ext/llmmath_book/snapshot.py) is Pyodide already
+// started, restored in about 0.1 s where starting Python takes 2-3 s. It downloads with
+// the other files, and is worth it only when that is quicker: once SNAPSHOT_PATIENCE_MS
+// have passed, it is given up as soon as its pace says it would end more than
+// SNAPSHOT_BUDGET_MS after it began (about when the other files and a start from scratch
+// would end on a link as fast as the one measured). From the browser's cache (the next
+// page of a visit) it takes a few milliseconds.
+const SNAPSHOT_BUDGET_MS = 3000;
+const SNAPSHOT_PATIENCE_MS = 250;
+const TOO_SLOW = new Error("the snapshot would take longer than starting Python");
+
+async function fetchSnapshot(file, staticDir, signal, onBytes) {
+  const abort = new AbortController();
+  signal.addEventListener("abort", () => abort.abort(signal.reason));
+  const began = performance.now();
+  let received = 0;
+  const pace = () => {
+    const elapsed = performance.now() - began;
+    const expected = received ? (elapsed * file.bytes) / received : Infinity;
+    if (elapsed >= SNAPSHOT_PATIENCE_MS && expected > SNAPSHOT_BUDGET_MS) abort.abort(TOO_SLOW);
+  };
+  const timer = setInterval(pace, 50);
+  let packed;
+  try {
+    packed = await fetchChecked(file, staticDir, abort.signal, (n) => {
+      received += n;
+      onBytes(n);
+      pace();
+    });
+  } catch (error) {
+    if (/does not match its SHA-384 digest/.test(error.message)) throw error;
+    if (abort.signal.reason !== TOO_SLOW) console.warn(`${file.path}: ${error.message}`);
+    return null;
+  } finally {
+    clearInterval(timer);
+  }
+  const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return unpackSnapshot(await new Response(stream).arrayBuffer());
+}
+
+// The snapshot from its packed form (llmmath_book.snapshot.pack): its length, the count
+// of runs of non-zero pages, their (offset, bytes), then their bytes; the rest is zeros.
+function unpackSnapshot(buffer) {
+  const view = new DataView(buffer);
+  const [length, count] = [view.getUint32(0, true), view.getUint32(4, true)];
+  const snapshot = new Uint8Array(length);
+  let at = 8 + 8 * count;
+  for (let i = 0; i < count; i++) {
+    const offset = view.getUint32(8 + 8 * i, true);
+    const size = view.getUint32(12 + 8 * i, true);
+    snapshot.set(new Uint8Array(buffer, at, size), offset);
+    at += size;
+  }
+  return snapshot;
+}
+
 async function start(manifest, staticDir, lang) {
   const started = performance.now();
-  // 1. Download every file at once; the first failure aborts the others.
-  const abort = new AbortController();
+  const since = () => Math.round(performance.now() - started);
+  const snapshotFile = manifest.snapshot || null;
+  const total = manifest.bytes + (snapshotFile ? snapshotFile.bytes : 0);
   let received = 0;
   let told = -1;
+  const onBytes = (n) => {
+    received += n;
+    // about 200 reports in all: enough for a smooth bar, few enough to be free
+    const step = Math.floor((200 * received) / total);
+    if (step !== told) {
+      told = step;
+      post({ type: "bytes", received, total });
+    }
+  };
+  // 1. Download every file at once, the snapshot too if it comes quickly enough (see
+  //    SNAPSHOT_BUDGET_MS); the first failure aborts the others.
+  const timings = {};
+  const abort = new AbortController();
   const bytes = {};
+  let snapshot = null;
   try {
-    await Promise.all(
-      Object.entries(manifest.files).map(async ([name, file]) => {
-        bytes[name] = await fetchChecked(file, staticDir, abort.signal, (n) => {
-          received += n;
-          // about 200 reports in all: enough for a smooth bar, few enough to be free
-          const step = Math.floor((200 * received) / manifest.bytes);
-          if (step !== told) {
-            told = step;
-            post({ type: "bytes", received, total: manifest.bytes });
-          }
-        });
+    await Promise.all([
+      ...Object.entries(manifest.files).map(async ([name, file]) => {
+        bytes[name] = await fetchChecked(file, staticDir, abort.signal, onBytes);
       }),
-    );
+      (async () => {
+        snapshot = snapshotFile && await fetchSnapshot(snapshotFile, staticDir, abort.signal, onBytes);
+        timings.snapshot = snapshot ? since() : null;
+      })(),
+    ]);
   } catch (error) {
     abort.abort();
     throw error;
   }
-  post({ type: "bytes", received: manifest.bytes, total: manifest.bytes });
+  timings.fetched = since();
+  post({ type: "bytes", received: total, total });
 
-  // 2. Start Python from the checked bytes: the modules from blob: URLs, the WebAssembly
-  //    and the standard library handed over without a second download.
+  // 3. Start Python from the checked bytes (or restore it from the snapshot): the modules
+  //    from blob: URLs, the WebAssembly and the standard library handed over without a
+  //    second download.
   post({ type: "phase", phase: "starting" });
   const blobUrl = (name, type) => URL.createObjectURL(new Blob([bytes[name]], { type }));
   const { loadPyodide } = await import(blobUrl("pyodide.mjs", "text/javascript"));
   const asm = await import(blobUrl("pyodide.asm.mjs", "text/javascript"));
   const indexURL = new URL("pyodide/", staticDir).href;
   const wasmUrl = indexURL + "pyodide.asm.wasm";
+  const options = {
+    indexURL,
+    createPyodideModule: asm.default,
+    lockFileContents: JSON.parse(new TextDecoder().decode(bytes["pyodide-lock.json"])),
+    stdLibURL: blobUrl("python_stdlib.zip", "application/zip"),
+    stdout: () => {},
+    stderr: (line) => console.warn(line),
+  };
   const siteFetch = self.fetch;
   // Pyodide fetches its WebAssembly itself: hand it the bytes already checked.
   self.fetch = (input, init) =>
@@ -99,23 +181,26 @@ async function start(manifest, staticDir, lang) {
         headers: { "Content-Type": "application/wasm" },
       }))
       : siteFetch(input, init);
-  let pyodide;
+  let pyodide = null;
   try {
-    pyodide = await loadPyodide({
-      indexURL,
-      createPyodideModule: asm.default,
-      lockFileContents: JSON.parse(new TextDecoder().decode(bytes["pyodide-lock.json"])),
-      stdLibURL: blobUrl("python_stdlib.zip", "application/zip"),
-      stdout: () => {},
-      stderr: (line) => console.warn(line),
-    });
+    if (snapshot) {
+      try {
+        pyodide = await loadPyodide({ ...options, _loadSnapshot: snapshot });
+      } catch (error) { // a snapshot of another Pyodide: start Python instead
+        console.warn(`${snapshotFile.path}: ${error.message}`);
+      }
+    }
+    timings.path = pyodide ? "snapshot" : "start";
+    pyodide = pyodide || await loadPyodide(options);
   } finally {
     self.fetch = siteFetch;
   }
+  timings.started = since();
 
-  // 3. Unpack the wheel and import llmmath.explorers.
+  // 4. Unpack the wheel and import llmmath.explorers.
   post({ type: "phase", phase: "importing" });
   pyodide.unpackArchive(bytes.wheel, "wheel");
+  pyodide.runPython("import importlib; importlib.invalidate_caches()"); // new files
   // The explorers speak the page's language (llmmath.messages; English when unknown).
   const messages = pyodide.pyimport("llmmath.messages");
   try {
@@ -124,7 +209,15 @@ async function start(manifest, staticDir, lang) {
     messages.use("en");
   }
   const module = pyodide.pyimport("llmmath.explorers");
-  post({ type: "ready", coldStartMs: performance.now() - started });
+  timings.imported = since();
+  post({ type: "ready", coldStartMs: timings.imported, timings });
+  // Started without the snapshot (too slow to download now): fetch it in the background
+  // into the browser's cache, so that the next page of the visit restores it.
+  if (snapshotFile && !snapshot) {
+    fetch(new URL(snapshotFile.path, staticDir), { priority: "low" })
+      .then((response) => response.arrayBuffer())
+      .catch(() => {});
+  }
   return module;
 }
 

@@ -76,10 +76,16 @@
   // The worker's script, fetched and checked against its digest in the manifest (this
   // script's own digest is checked by the browser: its tag's `integrity`), started from a
   // blob: URL of the checked bytes, so that nothing unchecked ever runs.
+  function workerUrl() {
+    const url = new URL(MANIFEST.worker.path, staticDir);
+    const sha = MANIFEST.worker.sha384;
+    url.searchParams.set("v", sha.slice(7, 23).replace(/[+/]/g, "_")); // a new build, a new URL
+    return url;
+  }
+
   async function checkedWorker() {
     const sha = MANIFEST.worker.sha384;
-    const url = new URL(MANIFEST.worker.path, staticDir);
-    url.searchParams.set("v", sha.slice(7, 23).replace(/[+/]/g, "_")); // a new build, a new URL
+    const url = workerUrl();
     let response;
     try {
       response = await fetch(url);
@@ -144,6 +150,7 @@
           tell(data.phase === "starting" ? t("starting Python…") : t("loading llmmath…"));
         } else if (data.type === "ready") {
           runtime.coldStartMs = data.coldStartMs;
+          runtime.timings = data.timings;
           resolve(call);
         } else if (data.type === "failed") {
           fail(new Error(data.message));
@@ -164,6 +171,48 @@
       const lang = document.documentElement.lang || "en";
       worker.postMessage({ type: "start", manifest: MANIFEST, staticDir: staticDir.href, lang });
     });
+  }
+
+  // --- Python ready before the first change, from the browser's cache -------------------
+
+  // Whether every file the worker loads is in the browser's HTTP cache: a reader who used
+  // an explorer earlier in the visit (or on an earlier visit). Asks the cache only: the
+  // network is never reached (`only-if-cached`).
+  async function allCached() {
+    const paths = Object.values(MANIFEST.files).map((file) => file.path);
+    if (MANIFEST.snapshot) paths.push(MANIFEST.snapshot.path);
+    const urls = [workerUrl(), ...paths.map((path) => new URL(path, staticDir))];
+    const found = await Promise.all(urls.map(async (url) => {
+      try {
+        const response = await fetch(url, { cache: "only-if-cached", mode: "same-origin" });
+        if (response.body) response.body.cancel().catch(() => {});
+        return response.ok;
+      } catch {
+        return false; // not in the cache
+      }
+    }));
+    return found.every(Boolean);
+  }
+
+  let warming = false;
+
+  // Start Python when `element` (an explorer) comes near the viewport, if the runtime is
+  // in the cache: restoring it there takes about a second of the worker's time, which
+  // the reader then does not wait for at the first change. Pages whose explorers are not
+  // reached, hidden tabs and a first visit start nothing and download nothing.
+  function warm(element) {
+    if (fromDisk || loading || failure || !("IntersectionObserver" in globalThis)) return;
+    const observer = new IntersectionObserver(async (entries) => {
+      if (!entries.some((entry) => entry.isIntersecting)) return;
+      observer.disconnect();
+      if (warming || loading || document.visibilityState !== "visible") return;
+      warming = true;
+      if ((await allCached()) && !loading && !failure) {
+        loading = start();
+        loading.catch(() => {}); // said at the first change, which asks load() again
+      }
+    }, { rootMargin: "50% 0px" });
+    observer.observe(element);
   }
 
   // --- links ----------------------------------------------------------------------------
@@ -257,10 +306,11 @@
     manifest: MANIFEST,
     linkLimit: LINK_LIMIT,
     coldStartMs: null,
+    timings: null, // the worker's (llmmath-runtime-worker.js), once Python is ready
     idleText: fromDisk ? DISK.message : t(
       "Live in your browser: changing a control runs llmmath here, on Python compiled to " +
         "WebAssembly (Pyodide, loaded once on first use: {size}).",
-      { size: megabytes(MANIFEST.bytes) },
+      { size: megabytes(MANIFEST.bytes + (MANIFEST.snapshot ? MANIFEST.snapshot.bytes : 0)) },
     ),
     liveText: t("Live: computed in your browser by llmmath on Pyodide."),
     linkText: t("Loading the answer in this page's link:"),
@@ -275,6 +325,7 @@
       if (!loading) loading = start();
       return loading;
     },
+    warm,
     // Whether the page's link holds an answer for explorer `kind` (known at once).
     hasLink(kind) {
       return kind === SHARED && linkParts(location.hash) !== null;

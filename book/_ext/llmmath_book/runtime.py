@@ -58,6 +58,12 @@ PYODIDE_FILES = (
     "python_stdlib.zip",
     "pyodide-lock.json",
 )
+#: The snapshot of Pyodide started (`llmmath_book.snapshot`), vendored in
+#: ``_vendor/pyodide-snapshot/``: the gzip-compressed snapshot and the record of what
+#: it was made from.
+SNAPSHOT_FOLDER = "pyodide-snapshot"
+SNAPSHOT_NAME = "pyodide-snapshot.bin"
+SNAPSHOT_RECORD = "snapshot.json"
 TEMPLATE = Path(llmmath.__file__).with_name("static") / "runtime.js"
 WORKER = Path(llmmath.__file__).with_name("static") / "runtime-worker.js"
 WORKER_NAME = "llmmath-runtime-worker.js"
@@ -122,11 +128,38 @@ def build_wheel(project: Path, out: Path) -> Path:
         return Path(shutil.copy(wheel, out))
 
 
+def snapshot_entry(static: Path) -> dict | None:
+    """The manifest's entry of the Pyodide snapshot under ``static/pyodide-snapshot/``
+    (path, bytes, SHA-384); None when the site has none.
+
+    Raises:
+        RuntimeError: the snapshot was made from other Pyodide files than those under
+            ``static/pyodide/`` (Pyodide would refuse it): run ``make snapshot``.
+    """
+    folder = static / SNAPSHOT_FOLDER
+    if not (folder / SNAPSHOT_RECORD).is_file():
+        return None
+    record = json.loads((folder / SNAPSHOT_RECORD).read_text("utf-8"))
+    for name in PYODIDE_FILES:
+        if record["from"].get(name) != sri((static / "pyodide" / name).read_bytes()):
+            raise RuntimeError(
+                f"_vendor/{SNAPSHOT_FOLDER}/{SNAPSHOT_NAME} was made from another "
+                f"{name} than _vendor/pyodide's: run make snapshot"
+            )
+    data = (folder / SNAPSHOT_NAME).read_bytes()
+    return {
+        "path": f"{SNAPSHOT_FOLDER}/{SNAPSHOT_NAME}",
+        "bytes": len(data),
+        "sha384": sri(data),
+    }
+
+
 def manifest(static: Path, wheel: Path) -> dict:
     """Paths (relative to ``static``), sizes in bytes and SRI digests of what the
     runtime loads: the Pyodide files under ``static/pyodide/`` and the wheel (``files``,
-    ``bytes`` their sum), and the worker script (``worker``, already copied into
-    ``static/runtime/``)."""
+    ``bytes`` their sum), the snapshot of Pyodide started, which the worker uses when
+    it downloads quickly enough (``snapshot``, `snapshot_entry`), and the worker script
+    (``worker``, already copied into ``static/runtime/``)."""
     files = {}
     for name in PYODIDE_FILES:
         data = (static / "pyodide" / name).read_bytes()
@@ -147,6 +180,7 @@ def manifest(static: Path, wheel: Path) -> dict:
         "python": lock["info"]["python"],
         "files": files,
         "bytes": sum(f["bytes"] for f in files.values()),
+        "snapshot": snapshot_entry(static),
         "worker": {
             "path": f"runtime/{WORKER_NAME}",
             "bytes": len(worker),
