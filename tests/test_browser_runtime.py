@@ -9,6 +9,7 @@ is never modified.
 """
 
 import base64
+import functools
 import http.server
 import json
 import secrets
@@ -102,6 +103,7 @@ CHAIN = [
     "pyodide/python_stdlib.zip",
     "pyodide/pyodide-lock.json",
     "runtime/llmmath-*.whl",
+    "pyodide-snapshot/pyodide-snapshot.bin",
 ]
 
 
@@ -788,3 +790,161 @@ def test_no_control_is_named_by_a_bare_symbol(site, server, browser):
             checked.append(text)
             assert text in name and re.search(r"[a-z]{4,}", name), (page, text, name)
     assert {"H", "n_h", "n_kv", "t", "tp", "pp"} <= set(checked), checked
+
+
+# --- Python restored from the snapshot, started before the first change (issue 36) ---
+
+#: The runtime's files that a change downloads: the worker and what it loads.
+RUNTIME_FILES = ("/pyodide/", ".whl", "/pyodide-snapshot/", "llmmath-runtime-worker")
+NEXT = "chapters/07_kv_cache.html"
+
+
+class _Logged(_Handler):
+    """Serves the site; logs the path of each request and (path, status) of each
+    response; ``slow`` holds back the first byte of the paths ending so by that many
+    seconds, ``gone`` answers 404."""
+
+    requests: list
+    responses: list
+    slow: dict
+    gone: tuple
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        self.requests.append(path)
+        for suffix, seconds in self.slow.items():
+            if path.endswith(suffix):
+                time.sleep(seconds)
+        if self.gone and path.endswith(self.gone):
+            self.send_error(404)
+            return
+        super().do_GET()
+
+    def send_response(self, code, message=None):
+        self.responses.append((self.path.split("?")[0], code))
+        super().send_response(code, message)
+
+
+@pytest.fixture
+def logged(site):
+    """``serve(slow=..., gone=...)``: the site on a new port (nothing cached), logging
+    each response in ``.responses``; every server is shut down afterwards."""
+    servers = []
+
+    def serve_logged(slow=None, gone=()):
+        handler = type(
+            "Handler",
+            (_Logged,),
+            {
+                "failures": [],
+                "requests": [],
+                "responses": [],
+                "slow": slow or {},
+                "gone": gone,
+            },
+        )
+        httpd = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(handler, directory=str(site))
+        )
+        httpd.handle_error = lambda *args: None  # downloads the worker gave up
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        httpd.base = f"http://127.0.0.1:{httpd.server_port}"
+        httpd.requests, httpd.responses = handler.requests, handler.responses
+        servers.append(httpd)
+        return httpd
+
+    yield serve_logged
+    for httpd in servers:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def timings(browser) -> dict | None:
+    return browser.execute_script("return llmmathRuntime.timings")
+
+
+def runtime_bodies(httpd) -> list[str]:
+    """The runtime's files the server sent with a body (200), not a 304."""
+    return [
+        path
+        for path, code in httpd.responses
+        if code == 200 and any(part in path for part in RUNTIME_FILES)
+    ]
+
+
+def test_python_is_restored_from_the_snapshot(logged, browser):
+    """A reader's first change restores the site's snapshot of Pyodide, started with
+    the modules llmmath imports (_vendor/pyodide-snapshot/), instead of starting
+    Python: the numbers are Python's, and the snapshot was downloaded once."""
+    httpd = logged()
+    open_page(browser, httpd, CALCULATOR, 1)
+    browser.execute_script(SET, 0, "batch", 3)
+    shown = settled(browser)
+    assert shown["state"]["batch"] == 3
+    assert_shows_python(shown)
+    assert timings(browser)["path"] == "snapshot"
+    assert runtime_bodies(httpd).count("/_static/pyodide-snapshot/pyodide-snapshot.bin")
+
+
+@pytest.mark.parametrize("how", ["slow", "missing"])
+def test_without_the_snapshot_python_is_started(how, logged, browser):
+    """A snapshot whose download would take longer than starting Python (its first
+    byte held back 4 s here) is given up, and so is one the site lacks: Python starts
+    from scratch, with the same numbers. A slow one is then fetched in the background,
+    for the browser's cache (the next page restores it)."""
+    snapshot = "pyodide-snapshot.bin"
+    if how == "slow":
+        httpd = logged(slow={snapshot: 4})
+    else:
+        httpd = logged(gone=(snapshot,))
+    open_page(browser, httpd, CALCULATOR, 1)
+    browser.execute_script(SET, 0, "batch", 5)
+    shown = settled(browser)
+    assert shown["state"]["batch"] == 5 and "error" not in shown["status"].lower()
+    assert_shows_python(shown)
+    assert timings(browser)["path"] == "start" and timings(browser)["snapshot"] is None
+    if how == "slow":  # the one given up, then the background one
+        deadline = time.monotonic() + 15
+        asked = []
+        while len(asked) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            asked = [path for path in httpd.requests if path.endswith(snapshot)]
+        assert len(asked) == 2, httpd.requests
+
+
+SCROLL_TO_EXPLORER = (
+    "document.querySelector('.llmmath-explorer').scrollIntoView({block: 'center'})"
+)
+
+
+def test_python_starts_from_the_cache_when_an_explorer_comes_near(
+    site, logged, browser
+):
+    """Python once per visit: a reader who used an explorer has the runtime in the
+    browser's cache, and on the next page Python is restored from it as soon as an
+    explorer comes near the viewport, before any change; nothing is downloaded again.
+    Before the first use, an explorer in view starts and downloads nothing."""
+    httpd = logged()
+    open_page(browser, httpd, MEMORY, len(explorers_on(site)[MEMORY]))
+    browser.execute_script(SCROLL_TO_EXPLORER)
+    time.sleep(1.5)
+    assert timings(browser) is None and not runtime_bodies(httpd)
+    browser.execute_script(SET, 0, "batch", 2)
+    settled(browser)
+    assert runtime_bodies(httpd)  # the first use downloads it
+
+    httpd.responses.clear()
+    open_page(browser, httpd, NEXT, len(explorers_on(site)[NEXT]))
+    before = read(browser, 0)
+    browser.execute_script(SCROLL_TO_EXPLORER)
+    deadline = time.monotonic() + WAIT_S
+    while timings(browser) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ready = timings(browser)
+    assert ready and ready["path"] == "snapshot"
+    assert read(browser, 0)["draws"] == before["draws"]  # nothing was asked yet
+    assert read(browser, 0)["status"] == before["status"]  # and nothing was said
+    assert not runtime_bodies(httpd), runtime_bodies(httpd)
+    shown = change(browser, 0, "batch", before["state"]["batch"] + 1)
+    assert_shows_python(shown)
+    assert timings(browser) == ready  # the Python started before the change

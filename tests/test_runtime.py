@@ -5,17 +5,22 @@ core must import and compute with numpy, sympy, torch, matplotlib and ipywidgets
 absent."""
 
 import base64
+import gzip
 import hashlib
 import json
 import re
+import shutil
+import struct
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from llmmath_book import runtime
+from llmmath_book import runtime, snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKED = (
@@ -99,6 +104,9 @@ def built(tmp_path_factory):
         (static / "pyodide" / name).write_bytes(
             (ROOT / "_vendor/pyodide" / name).read_bytes()
         )
+    shutil.copytree(
+        ROOT / "_vendor" / runtime.SNAPSHOT_FOLDER, static / runtime.SNAPSHOT_FOLDER
+    )
     return static, runtime.write_runtime(static, ROOT)
 
 
@@ -122,8 +130,124 @@ def test_manifest_pins_every_file_by_digest_and_size(built):
         digest = base64.b64encode(hashlib.sha384(data).digest()).decode()
         assert file["sha384"] == "sha384-" + digest
     assert found["bytes"] == sum(f["bytes"] for f in found["files"].values())
+    # the snapshot is pinned the same way, outside `files`: the worker may skip it
+    packed = (static / found["snapshot"]["path"]).read_bytes()
+    assert found["snapshot"] == {
+        "path": "pyodide-snapshot/pyodide-snapshot.bin",
+        "bytes": len(packed),
+        "sha384": "sha384-"
+        + base64.b64encode(hashlib.sha384(packed).digest()).decode(),
+    }
     script = (static / "runtime/llmmath-runtime.js").read_text("utf-8")
     assert "__MANIFEST__" not in script and json.dumps(found) in script
+
+
+SNAPSHOT = ROOT / "_vendor" / runtime.SNAPSHOT_FOLDER
+
+
+def test_the_snapshot_was_made_from_the_vendored_pyodide():
+    """`make vendor` without `make snapshot` would serve a snapshot Pyodide refuses
+    (issue 36): the record names the SHA-384 of each Pyodide file it was made from."""
+    record = json.loads((SNAPSHOT / runtime.SNAPSHOT_RECORD).read_text("utf-8"))
+    for name in runtime.PYODIDE_FILES:
+        data = (ROOT / "_vendor/pyodide" / name).read_bytes()
+        digest = base64.b64encode(hashlib.sha384(data).digest()).decode()
+        assert record["from"][name] == "sha384-" + digest, name
+    packed = (SNAPSHOT / runtime.SNAPSHOT_NAME).read_bytes()
+    assert record["gzip_bytes"] == len(packed)
+    assert (
+        record["pyodide"]
+        == json.loads((ROOT / "package.json").read_text("utf-8"))["dependencies"][
+            "pyodide"
+        ]
+    )
+
+
+def test_the_snapshot_is_pyodides_of_this_build():
+    """The snapshot, unpacked, starts with Pyodide's header (``API.makeSnapshot``):
+    the magic number and the BUILD_ID that the vendored loader accepts, read here from
+    pyodide.mjs's own text, and a heap of whole WebAssembly pages (64 KiB)."""
+    raw = snapshot.unpack(
+        gzip.decompress((SNAPSHOT / runtime.SNAPSHOT_NAME).read_bytes())
+    )
+    magic, offset, json_bytes, zero = struct.unpack_from("<4I", raw)
+    assert (magic, zero) == (0x706E7300, 0)
+    loader = (ROOT / "_vendor/pyodide/pyodide.mjs").read_text("utf-8")
+    (build_id,) = re.findall(r'BUILD_ID:"([0-9a-f]{64})"', loader)
+    words = struct.unpack_from("<8I", raw, 16)
+    assert "".join(f"{w:08x}" for w in words) == build_id
+    assert json.loads(raw[48 : 48 + json_bytes].decode("utf-8"))  # the hiwire state
+    assert (len(raw) - offset) % 65536 == 0
+    record = json.loads((SNAPSHOT / runtime.SNAPSHOT_RECORD).read_text("utf-8"))
+    assert record["bytes"] == len(raw) and record["build_id"] == build_id
+
+
+def test_a_snapshot_of_other_pyodide_files_stops_the_build(built, tmp_path):
+    static, _ = built
+    copy = tmp_path / "static"
+    shutil.copytree(static, copy)
+    record_path = copy / runtime.SNAPSHOT_FOLDER / runtime.SNAPSHOT_RECORD
+    record = json.loads(record_path.read_text("utf-8"))
+    record["from"]["pyodide.asm.wasm"] = runtime.sri(b"another build")
+    record_path.write_text(json.dumps(record), "utf-8")
+    with pytest.raises(RuntimeError, match="pyodide.asm.wasm.*make snapshot"):
+        runtime.snapshot_entry(copy)
+    shutil.rmtree(copy / runtime.SNAPSHOT_FOLDER)
+    assert runtime.snapshot_entry(copy) is None  # no snapshot: Python starts instead
+
+
+PAGE = snapshot.PAGE
+
+
+@st.composite
+def heaps(draw):
+    """Bytes like a heap: pages of zeros, of data, and data with zeros in it, and a
+    tail shorter than a page."""
+    kinds = draw(st.lists(st.sampled_from(["zero", "data", "sparse"]), max_size=12))
+    pages = []
+    for kind in kinds:
+        if kind == "zero":
+            pages.append(bytes(PAGE))
+        else:
+            page = bytearray(draw(st.binary(min_size=PAGE, max_size=PAGE)))
+            if kind == "sparse":
+                page[: PAGE // 2] = bytes(PAGE // 2)
+                page[-1] = page[-1] or 1
+            pages.append(bytes(page))
+    return b"".join(pages) + draw(st.binary(max_size=PAGE - 1))
+
+
+@given(heaps())
+def test_packing_a_snapshot_leaves_out_zero_pages_and_nothing_else(heap):
+    packed = snapshot.pack(heap)
+    assert snapshot.unpack(packed) == heap
+    length, count = struct.unpack_from("<2I", packed)
+    runs = struct.unpack_from(f"<{2 * count}I", packed, 8)
+    assert length == len(heap)
+    kept = sum(runs[1::2])
+    zero_pages = sum(
+        heap[i : i + PAGE] == bytes(len(heap[i : i + PAGE]))
+        for i in range(0, len(heap), PAGE)
+    )
+    pages = -(-len(heap) // PAGE)
+    assert kept == len(heap) - sum(
+        len(heap[i : i + PAGE])
+        for i in range(0, len(heap), PAGE)
+        if heap[i : i + PAGE] == bytes(len(heap[i : i + PAGE]))
+    )
+    assert count <= pages - zero_pages  # adjacent data pages are one run
+    offsets = runs[::2]
+    assert list(offsets) == sorted(offsets) and all(o % PAGE == 0 for o in offsets)
+
+
+def test_a_damaged_pack_is_refused():
+    packed = snapshot.pack(bytes(PAGE) + b"\x01" * PAGE)
+    with pytest.raises(ValueError, match="after the last run"):
+        snapshot.unpack(packed + b"\x00")
+    length, count, offset, size = struct.unpack_from("<4I", packed)
+    bad = struct.pack("<4I", length, count, offset + PAGE, size) + packed[16:]
+    with pytest.raises(ValueError, match="ends past"):
+        snapshot.unpack(bad)
 
 
 def test_vendored_pyodide_is_the_locked_version():

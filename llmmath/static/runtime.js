@@ -149,6 +149,11 @@
         } else if (data.type === "phase") {
           tell(data.phase === "starting" ? t("starting Python…") : t("loading llmmath…"));
         } else if (data.type === "ready") {
+          try {
+            localStorage.setItem(USED, "1"); // later pages may start Python early: warm()
+          } catch {
+            // storage refused: every page waits for its first change
+          }
           runtime.coldStartMs = data.coldStartMs;
           runtime.timings = data.timings;
           resolve(call);
@@ -195,13 +200,25 @@
   }
 
   let warming = false;
+  // In localStorage once Python ran from this site's files (an edition has its own).
+  const USED = `llmmath-runtime-used:${staticDir.pathname}`;
 
-  // Start Python when `element` (an explorer) comes near the viewport, if the runtime is
-  // in the cache: restoring it there takes about a second of the worker's time, which
-  // the reader then does not wait for at the first change. Pages whose explorers are not
-  // reached, hidden tabs and a first visit start nothing and download nothing.
+  function used() {
+    try {
+      return localStorage.getItem(USED) !== null;
+    } catch {
+      return false;
+    }
+  }
+
+  // Start Python when `element` (an explorer) comes near the viewport, if Python ran from
+  // this edition's files before and they are in the cache: restoring it there takes about a
+  // second of the worker's time, which the reader then does not wait for at the first
+  // change. Pages whose explorers are not reached, hidden tabs and readers who never
+  // changed a control start nothing, download nothing and ask the cache nothing.
   function warm(element) {
-    if (fromDisk || loading || failure || !("IntersectionObserver" in globalThis)) return;
+    if (fromDisk || loading || failure || !used()) return;
+    if (!("IntersectionObserver" in globalThis)) return;
     const observer = new IntersectionObserver(async (entries) => {
       if (!entries.some((entry) => entry.isIntersecting)) return;
       observer.disconnect();
