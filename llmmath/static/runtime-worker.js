@@ -160,7 +160,11 @@ async function start(manifest, staticDir, lang) {
   //    from blob: URLs, the WebAssembly and the standard library handed over without a
   //    second download.
   post({ type: "phase", phase: "starting" });
-  const blobUrl = (name, type) => URL.createObjectURL(new Blob([bytes[name]], { type }));
+  const blobs = [];
+  const blobUrl = (name, type) => {
+    blobs.push(URL.createObjectURL(new Blob([bytes[name]], { type })));
+    return blobs[blobs.length - 1];
+  };
   const { loadPyodide } = await import(blobUrl("pyodide.mjs", "text/javascript"));
   const asm = await import(blobUrl("pyodide.asm.mjs", "text/javascript"));
   const indexURL = new URL("pyodide/", staticDir).href;
@@ -194,6 +198,7 @@ async function start(manifest, staticDir, lang) {
     pyodide = pyodide || await loadPyodide(options);
   } finally {
     self.fetch = siteFetch;
+    for (const url of blobs) URL.revokeObjectURL(url); // read: their bytes can go
   }
   timings.started = since();
 

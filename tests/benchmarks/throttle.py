@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import gzip
 import http.server
+import sys
 import threading
 import time
 from pathlib import Path
@@ -157,6 +158,12 @@ class ThrottledServer(http.server.ThreadingHTTPServer):
             with self._lock:
                 self._gz[path] = found
         return found
+
+    def handle_error(self, request, client_address) -> None:
+        """A download the browser gave up (the runtime's worker drops a snapshot that
+        comes too slowly) is no error of the server's; anything else is printed."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
     def count(self, path: str, size: int) -> None:
         with self._lock:
