@@ -4,10 +4,12 @@
 //
 // llmmath_book.runtime copies this file into _static/runtime/ next to llmmath-runtime.js, which
 // starts it as a module worker (Pyodide refuses classic workers) on the first change of a
-// control, never on page load. It restores Python from the site's snapshot when that
-// comes quickly enough (fetchSnapshot), and starts it from scratch otherwise. Messages (all plain objects):
-//   page → worker  {type: "start", manifest, staticDir, lang}  once, first; lang: the
-//                                                           page's <html lang>
+// control, never on page load. It restores Python from the reader's own snapshot of an
+// earlier page (keepLocal), else from the site's when that comes quickly enough
+// (fetchSnapshot), and starts it from scratch otherwise. Messages (all plain objects):
+//   page → worker  {type: "start", manifest, staticDir, lang, localKey}  once, first;
+//                                     lang: the page's <html lang>; localKey: the name of
+//                                     this build's own snapshot in Cache Storage (or null)
 //                  {type: "call", id, kind, state}          state: the explorer's JSON text
 //   worker → page  {type: "bytes", received, total}        download progress, by bytes
 //                  {type: "phase", phase}                   "starting" (Python), "importing"
@@ -15,7 +17,8 @@
 //                                     when the files were checked (fetched), the snapshot
 //                                     was (snapshot, null if not used), Python was started
 //                                     or restored (started) and llmmath imported
-//                                     (imported); path: "snapshot" or "start"
+//                                     (imported); path: "snapshot" (the site's), "local"
+//                                     (the reader's own) or "start" (from scratch)
 //                  {type: "failed", message}                final: nothing follows it
 //                  {type: "result", id, view} | {type: "result", id, error}
 "use strict";
@@ -117,11 +120,42 @@ function unpackSnapshot(buffer) {
   return snapshot;
 }
 
-async function start(manifest, staticDir, lang) {
+// The reader's own snapshot: when Python had to be started from scratch (the site's
+// snapshot too slow to download, or missing), the worker snapshots it once llmmath is
+// imported and keeps it in the browser's Cache Storage under `localKey` (runtime.js: a
+// name made of this build's manifest), so that the next page restores it, llmmath
+// included, without downloading anything more. It is the worker's own making, never a
+// file of the network; one build's is kept, and none where Cache Storage is missing.
+const LOCAL_CACHE = "llmmath-python";
+
+async function readLocal(localKey) {
+  try {
+    const response = await (await caches.open(LOCAL_CACHE)).match(localKey);
+    return response ? new Uint8Array(await response.arrayBuffer()) : null;
+  } catch {
+    return null; // no Cache Storage here
+  }
+}
+
+async function keepLocal(localKey, snapshot) {
+  try {
+    const cache = await caches.open(LOCAL_CACHE);
+    for (const request of await cache.keys()) {
+      if (request.url !== localKey) await cache.delete(request); // another build's
+    }
+    await cache.put(localKey, new Response(snapshot));
+  } catch {
+    // no Cache Storage, or no room: the next page starts Python again
+  }
+}
+
+async function start(manifest, staticDir, lang, localKey) {
   const started = performance.now();
   const since = () => Math.round(performance.now() - started);
-  const snapshotFile = manifest.snapshot || null;
-  const total = manifest.bytes + (snapshotFile ? snapshotFile.bytes : 0);
+  const reading = localKey ? readLocal(localKey) : Promise.resolve(null);
+  let local = null;
+  let snapshotFile = manifest.snapshot || null;
+  let total = manifest.bytes + (snapshotFile ? snapshotFile.bytes : 0);
   let received = 0;
   let told = -1;
   const onBytes = (n) => {
@@ -145,8 +179,13 @@ async function start(manifest, staticDir, lang) {
         bytes[name] = await fetchChecked(file, staticDir, abort.signal, onBytes);
       }),
       (async () => {
+        local = await reading; // the reader's own snapshot, if kept: none to download
+        if (local && snapshotFile) {
+          total -= snapshotFile.bytes;
+          snapshotFile = null;
+        }
         snapshot = snapshotFile && await fetchSnapshot(snapshotFile, staticDir, abort.signal, onBytes);
-        timings.snapshot = snapshot ? since() : null;
+        timings.snapshot = local || snapshot ? since() : null;
       })(),
     ]);
   } catch (error) {
@@ -186,16 +225,25 @@ async function start(manifest, staticDir, lang) {
       }))
       : siteFetch(input, init);
   let pyodide = null;
+  // Started from scratch, Python is snapshotted for the next page (keepLocal).
+  const keep = Boolean(localKey) && typeof caches !== "undefined";
   try {
-    if (snapshot) {
+    for (const [path, restored, where] of [
+      ["local", local, localKey],
+      ["snapshot", snapshot, snapshotFile && snapshotFile.path],
+    ]) {
+      if (pyodide || !restored) continue;
       try {
-        pyodide = await loadPyodide({ ...options, _loadSnapshot: snapshot });
+        pyodide = await loadPyodide({ ...options, _loadSnapshot: restored });
+        timings.path = path;
       } catch (error) { // a snapshot of another Pyodide: start Python instead
-        console.warn(`${snapshotFile.path}: ${error.message}`);
+        console.warn(`${where}: ${error.message}`);
       }
     }
-    timings.path = pyodide ? "snapshot" : "start";
-    pyodide = pyodide || await loadPyodide(options);
+    if (!pyodide) {
+      pyodide = await loadPyodide({ ...options, _makeSnapshot: keep });
+      timings.path = "start";
+    }
   } finally {
     self.fetch = siteFetch;
     for (const url of blobs) URL.revokeObjectURL(url); // read: their bytes can go
@@ -215,21 +263,21 @@ async function start(manifest, staticDir, lang) {
   }
   const module = pyodide.pyimport("llmmath.explorers");
   timings.imported = since();
-  post({ type: "ready", coldStartMs: timings.imported, timings });
-  // Started without the snapshot (too slow to download now): fetch it in the background
-  // into the browser's cache, so that the next page of the visit restores it.
-  if (snapshotFile && !snapshot) {
-    fetch(new URL(snapshotFile.path, staticDir), { priority: "low" })
-      .then((response) => response.arrayBuffer())
-      .catch(() => {});
+  if (timings.path === "start" && keep) {
+    try {
+      keepLocal(localKey, pyodide.makeMemorySnapshot()); // kept in the background
+    } catch (error) {
+      console.warn(`no snapshot for the next page: ${error.message}`);
+    }
   }
+  post({ type: "ready", coldStartMs: timings.imported, timings });
   return module;
 }
 
 self.onmessage = async (event) => {
   const message = event.data;
   if (message.type === "start" && !explorers) {
-    explorers = start(message.manifest, message.staticDir, message.lang);
+    explorers = start(message.manifest, message.staticDir, message.lang, message.localKey);
     explorers.catch(fail);
   } else if (message.type === "call") {
     let module;

@@ -174,18 +174,45 @@
       };
       // The worker speaks the page's language (zh-CN on the Chinese edition's pages).
       const lang = document.documentElement.lang || "en";
-      worker.postMessage({ type: "start", manifest: MANIFEST, staticDir: staticDir.href, lang });
+      localKey().then((key) => {
+        worker.postMessage({
+          type: "start", manifest: MANIFEST, staticDir: staticDir.href, lang, localKey: key,
+        });
+      });
     });
   }
 
   // --- Python ready before the first change, from the browser's cache -------------------
 
-  // Whether every file the worker loads is in the browser's HTTP cache: a reader who used
-  // an explorer earlier in the visit (or on an earlier visit). Asks the cache only: the
-  // network is never reached (`only-if-cached`).
+  // The name of this build's own snapshot in Cache Storage, which the worker keeps when
+  // it had to start Python from scratch (llmmath-runtime-worker.js, keepLocal): a URL
+  // under the site's static folder, named by the SHA-256 of the manifest. Null where
+  // Cache Storage is missing.
+  async function localKey() {
+    if (typeof caches === "undefined") return null;
+    const text = new TextEncoder().encode(JSON.stringify(MANIFEST));
+    const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", text));
+    const hex = Array.from(hash, (b) => b.toString(16).padStart(2, "0")).join("");
+    return new URL(`pyodide-snapshot/started-${hex}.bin`, staticDir).href;
+  }
+
+  async function hasLocal() {
+    try {
+      const key = await localKey();
+      return Boolean(key && (await (await caches.open("llmmath-python")).match(key)));
+    } catch {
+      return false;
+    }
+  }
+
+  // Whether every file the worker loads is in the browser's HTTP cache, and a snapshot
+  // (the site's, or the reader's own): a reader who used an explorer earlier in the visit
+  // (or on an earlier visit). Asks the caches only: the network is never reached
+  // (`only-if-cached`).
   async function allCached() {
     const paths = Object.values(MANIFEST.files).map((file) => file.path);
-    if (MANIFEST.snapshot) paths.push(MANIFEST.snapshot.path);
+    const local = await hasLocal();
+    if (MANIFEST.snapshot && !local) paths.push(MANIFEST.snapshot.path);
     const urls = [workerUrl(), ...paths.map((path) => new URL(path, staticDir))];
     const found = await Promise.all(urls.map(async (url) => {
       try {
