@@ -25,6 +25,7 @@
 
 let explorers = null; // a promise of the llmmath.explorers module (a Pyodide proxy)
 let failed = false;
+let afterFirstAnswer = null; // run once the first answer is posted
 
 function post(message) {
   if (!failed) self.postMessage(message);
@@ -120,12 +121,13 @@ function unpackSnapshot(buffer) {
   return snapshot;
 }
 
-// The reader's own snapshot: when Python had to be started from scratch (the site's
-// snapshot too slow to download, or missing), the worker snapshots it once llmmath is
-// imported and keeps it in the browser's Cache Storage under `localKey` (runtime.js: a
-// name made of this build's manifest), so that the next page restores it, llmmath
-// included, without downloading anything more. It is the worker's own making, never a
-// file of the network; one build's is kept, and none where Cache Storage is missing.
+// The reader's own snapshot: once llmmath is imported (into Python restored from the
+// site's snapshot, or started from scratch when that was too slow to download or
+// missing), the worker snapshots the interpreter and keeps it in the browser's Cache
+// Storage under `localKey` (runtime.js: a name made of this build's manifest), so that
+// the next page restores it, llmmath included, without importing llmmath again or
+// downloading any snapshot. It is the worker's own making, never a file of the network;
+// one build's is kept, and none where Cache Storage is missing.
 const LOCAL_CACHE = "llmmath-python";
 
 async function readLocal(localKey) {
@@ -225,7 +227,8 @@ async function start(manifest, staticDir, lang, localKey) {
       }))
       : siteFetch(input, init);
   let pyodide = null;
-  // Started from scratch, Python is snapshotted for the next page (keepLocal).
+  // Unless restored from the reader's own snapshot, Python is snapshotted once llmmath is
+  // imported, for the next page (keepLocal).
   const keep = Boolean(localKey) && typeof caches !== "undefined";
   try {
     for (const [path, restored, where] of [
@@ -234,7 +237,9 @@ async function start(manifest, staticDir, lang, localKey) {
     ]) {
       if (pyodide || !restored) continue;
       try {
-        pyodide = await loadPyodide({ ...options, _loadSnapshot: restored });
+        pyodide = await loadPyodide({
+          ...options, _loadSnapshot: restored, _makeSnapshot: keep && path === "snapshot",
+        });
         timings.path = path;
       } catch (error) { // a snapshot of another Pyodide: start Python instead
         console.warn(`${where}: ${error.message}`);
@@ -263,12 +268,14 @@ async function start(manifest, staticDir, lang, localKey) {
   }
   const module = pyodide.pyimport("llmmath.explorers");
   timings.imported = since();
-  if (timings.path === "start" && keep) {
-    try {
-      keepLocal(localKey, pyodide.makeMemorySnapshot()); // kept in the background
-    } catch (error) {
-      console.warn(`no snapshot for the next page: ${error.message}`);
-    }
+  if (timings.path !== "local" && keep) {
+    afterFirstAnswer = () => { // not to delay it: copying 30 MB takes a while
+      try {
+        keepLocal(localKey, pyodide.makeMemorySnapshot());
+      } catch (error) {
+        console.warn(`no snapshot for the next page: ${error.message}`);
+      }
+    };
   }
   post({ type: "ready", coldStartMs: timings.imported, timings });
   return module;
@@ -290,6 +297,10 @@ self.onmessage = async (event) => {
       post({ type: "result", id: message.id, view: module.explore_json(message.kind, message.state) });
     } catch (error) {
       post({ type: "result", id: message.id, error: String(error && error.message ? error.message : error) });
+    }
+    if (afterFirstAnswer) {
+      setTimeout(afterFirstAnswer, 0); // after the answer has gone
+      afterFirstAnswer = null;
     }
   }
 };
