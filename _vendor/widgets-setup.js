@@ -45,4 +45,19 @@
       };
     }
   });
+  // The manager's three bundles in embed-amd.js (@jupyter-widgets/base, controls and
+  // html-manager) start when it asks require.js for html-manager on the page's load event, and
+  // require.js then runs all three in one task: the longest of a chapter's load (issue 36:
+  // about 100 ms in a reader's browser on a quiet machine, 250-400 ms with DevTools open).
+  // Asked for one at a time as soon as embed-amd.js has run, require.js starts each in a task
+  // of its own (each request is answered in a setTimeout), and the manager finds them started.
+  // Only after the load event of its script element: a file whose digest did not match fires
+  // an error event and never runs, and then require.js would fetch these modules itself,
+  // unchecked.
+  document.addEventListener("load", function started(event) {
+    if (!/\/html-manager\/embed-amd\.js(\?|$)/.test(event.target.src || "")) return;
+    document.removeEventListener("load", started, true);
+    ["@jupyter-widgets/base", "@jupyter-widgets/controls", "@jupyter-widgets/html-manager"]
+      .forEach(function (name) { require([name]); });
+  }, true);
 })();

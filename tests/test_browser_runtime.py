@@ -27,10 +27,12 @@ from tests.test_browser import (
     SET,
     WAIT_S,
     _Handler,
+    as_a_reader,
     assert_shows_python,
     change,
     chromium,
     dom_value,
+    evaluate,
     explorers_on,
     network_problems,
     open_page,
@@ -366,6 +368,122 @@ def test_a_cold_start_never_blocks_the_main_thread(site, tmp_path):
     )
     assert_shows_python(shown)
     assert longest < 200, tasks
+
+
+# --- a chapter's load ---------------------------------------------------------------
+
+#: Run before a page's own scripts: for each named AMD module whose factory runs (the
+#: widget manager's bundles), [the setTimeout callback it ran in, numbered (require.js
+#: answers each request in one), its start (performance.now()), ms it took].
+BUNDLE_TASKS = """
+window.__bundles = {};
+(function () {
+  let callbacks = 0, define_;
+  const setTimeout_ = window.setTimeout;
+  window.setTimeout = function (fn, ...rest) {
+    if (typeof fn !== "function") return setTimeout_(fn, ...rest);
+    return setTimeout_(function () {
+      callbacks++;
+      return fn.apply(this, arguments);
+    }, ...rest);
+  };
+  Object.defineProperty(window, "define", {
+    configurable: true,
+    get() { return define_; },
+    set(fn) {
+      define_ = function (name, deps, factory) {
+        if (typeof name !== "string" || typeof factory !== "function") {
+          return fn.apply(this, arguments);
+        }
+        return fn.call(this, name, deps, function () {
+          const start = performance.now(), task = callbacks;
+          try { return factory.apply(this, arguments); }
+          finally { window.__bundles[name] = [task, start, performance.now() - start]; }
+        });
+      };
+      define_.amd = fn.amd;
+    },
+  });
+})();
+"""
+WIDGET_BUNDLES = [
+    "@jupyter-widgets/base",
+    "@jupyter-widgets/controls",
+    "@jupyter-widgets/html-manager",
+]
+
+
+def settled_load(driver, url: str, explorers: int) -> tuple[list, dict]:
+    """Open ``url`` `as_a_reader` and wait until its ``explorers`` are drawn and no
+    new long task came for a second: (its long tasks, `BUNDLE_TASKS`' record)."""
+    with as_a_reader(driver):
+        driver.get(url)
+        deadline = time.monotonic() + WAIT_S
+        seen, quiet_since = None, time.monotonic()
+        while time.monotonic() - quiet_since < 1:
+            now = evaluate(
+                driver,
+                "[document.readyState, window.__longTasks.length,"
+                " document.querySelectorAll('.llmmath-explorer').length]",
+            )
+            if now != seen or now[0] != "complete" or now[2] < explorers:
+                seen, quiet_since = now, time.monotonic()
+            assert time.monotonic() < deadline, f"{url} has not settled: {now}"
+            time.sleep(0.05)
+        return evaluate(driver, "[window.__longTasks, window.__bundles]")
+
+
+def test_a_chapter_loads_in_short_tasks(site, tmp_path):
+    """Issue 36, "Light pages": no main-thread task over 200 ms while a page loads on a
+    quiet machine. A chapter's longest was the widget manager's start: on the page's
+    load event require.js ran its three bundles (@jupyter-widgets/base, controls and
+    html-manager) in one task, 100-160 ms on a quiet machine in a reader's browser
+    (250-400 ms under chromedriver as it stands, see `as_a_reader`). They start one
+    per task (_vendor/widgets-setup.js).
+
+    Three cold loads of a chapter (a fresh profile and origin each), as a reader's
+    browser runs them. Noise: where each bundle starts is exact, in every load; a
+    shared machine only makes tasks longer, so the times are the best of the three:
+    each bundle's task under the goal, and the page's longest task under the goal
+    with 100 ms to spare (100-150 ms on a quiet machine: the theme's script laying
+    out the whole chapter; `make benchmark BENCHMARK_ARGS=site` reports it against
+    the goal)."""
+    explorers = len(explorers_on(site)[MEMORY])
+    loads = []
+    for run in range(3):
+        httpd = serve(site)  # a new origin: nothing cached
+        driver = chromium(tmp_path / f"profile-{run}")
+        try:
+            driver.execute_cdp_cmd(
+                "Page.addScriptToEvaluateOnNewDocument",
+                {"source": LONG_TASKS + BUNDLE_TASKS},
+            )
+            loads.append(settled_load(driver, f"{httpd.base}/{MEMORY}", explorers))
+        finally:
+            driver.quit()
+            httpd.shutdown()
+            httpd.server_close()
+
+    def task(tasks, start, ms) -> float:
+        """ms of the long task that holds ``start``; ``ms`` if none (under 50 ms)."""
+        return max((d for s, d in tasks if s <= start <= s + d), default=ms)
+
+    bundle_tasks, longest = [], []
+    for tasks, bundles in loads:
+        assert set(WIDGET_BUNDLES) <= set(bundles), bundles
+        started_in = {name: bundles[name][0] for name in WIDGET_BUNDLES}
+        assert len(set(started_in.values())) == 3, f"one task ran two: {bundles}"
+        bundle_tasks.append(max(task(tasks, *bundles[n][1:]) for n in WIDGET_BUNDLES))
+        longest.append(max((d for _, d in tasks), default=0))
+    print(
+        "\nlongest task of a bundle's start: "
+        + ", ".join(f"{ms:.0f}" for ms in bundle_tasks)
+        + " ms; of the load: "
+        + ", ".join(f"{ms:.0f}" for ms in longest)
+        + " ms"
+    )
+    assert min(bundle_tasks) < 200, loads
+    assert min(longest) < 300, loads
 
 
 # --- noise --------------------------------------------------------------------------

@@ -386,12 +386,26 @@ def _build_finished(app, exception) -> None:
 
 
 def _config_inited(app, config) -> None:
-    # The pages embed the front end and the runtime's scripts: their digest in the HTML
-    # config makes Sphinx write every page again when one of them changes.
+    # The pages embed the front end and the runtime's scripts, and the digests of the
+    # static files they load (`pin_site`): a digest of all of them in the HTML config
+    # makes Sphinx write every page again when one of them changes, and copy the static
+    # files again (a build with no page to write copies none: a changed
+    # _vendor/widgets-setup.js stayed out of the site).
     static = TEMPLATE.parent
-    files = ("explorer.js", "explorer.css", "runtime.js", "runtime-worker.js")
-    digest = sri(b"".join((static / name).read_bytes() for name in files))
-    config.html_context = {**(config.html_context or {}), "llmmath_front_end": digest}
+    files = [
+        static / name
+        for name in ("explorer.js", "explorer.css", "runtime.js", "runtime-worker.js")
+    ]
+    for folder in config.html_static_path:
+        found = (Path(app.confdir) / folder).rglob("*")
+        files += sorted(path for path in found if path.is_file())
+    digest = hashlib.sha384()
+    for path in files:
+        digest.update(path.read_bytes())
+    config.html_context = {
+        **(config.html_context or {}),
+        "llmmath_front_end": base64.b64encode(digest.digest()).decode(),
+    }
 
 
 def setup(app) -> dict:
